@@ -1,0 +1,334 @@
+/**
+ * The decision engine. One `InboundServer` is compiled once (`compileServer`) and then every
+ * connection and request is decided against the compiled form. The proxy calls these functions on
+ * live traffic; `ward explain` and `ward test` call them on the index's output, so the CLI says
+ * what the proxy does.
+ *
+ * Evaluation (POLICY-SEMANTICS §4.5): the server list is the controller's authorizations followed
+ * by the proxy-added `default:localhost`; a routed request sees the route's authorizations first,
+ * then the server list. The first authorization whose networks contain the client IP and whose
+ * authentication the client satisfies is the permit.
+ */
+import { type ParsedIp, parseIp } from './ip.js';
+import { NetworkSet } from './network-match.js';
+import {
+  type Authorization,
+  type ClientAuthentication,
+  type InboundServer,
+  type Meta,
+  defaultMeta,
+  httpRoutesOf,
+} from './model.js';
+import {
+  type CompiledGrpcRoute,
+  type CompiledHttpRoute,
+  type RouteRequest,
+  compileGrpcRoutes,
+  compileHttpRoutes,
+  normalizeHost,
+  selectGrpcRoute,
+  selectHttpRoute,
+} from './route-match.js';
+import { isUriIdentity } from './identity-name.js';
+
+/** The TLS state of an inbound connection as the proxy sees it (§4.3). */
+export type TlsState =
+  | { readonly kind: 'none'; readonly reason: 'no_tls_from_remote' | 'port_skipped' | 'loopback' | 'disabled' }
+  /** Mesh TLS terminated by the proxy; `clientId` absent when the client sent no certificate. */
+  | { readonly kind: 'established'; readonly clientId?: string | undefined }
+  /** TLS with another SNI, passed through to the application. */
+  | { readonly kind: 'passthrough'; readonly sni: string };
+
+/** The facts about a client that authorization depends on, fixed for a connection. */
+export interface ClientInfo {
+  readonly ip: ParsedIp;
+  readonly tls: TlsState;
+}
+
+/** One HTTP request as the engine needs it. */
+export interface RequestInfo {
+  readonly method: string;
+  /** Request target: path with optional `?query`. */
+  readonly path: string;
+  /** `:authority` (HTTP/2) or the Host header; falls back to `headers.host`. */
+  readonly authority?: string | undefined;
+  /** Headers by lower-case name, as node's `IncomingHttpHeaders`. */
+  readonly headers: Readonly<Record<string, string | readonly string[] | undefined>>;
+}
+
+/** How a denial looks to the client. */
+export type DenyKind = 'http403' | 'http404' | 'grpc7' | 'grpc5' | 'tcp-refuse' | 'http500';
+
+/** A permit: which authorization admitted the client, on which route, and whether only by audit. */
+export interface Permit {
+  readonly allowed: true;
+  readonly level: 'http' | 'tcp';
+  readonly server: Meta;
+  readonly route: Meta | undefined;
+  readonly authz: Meta;
+  /** True when the permit came from the `audit` authorization: would be denied otherwise. */
+  readonly isAudit: boolean;
+}
+
+/** A denial, with the kind of response the client gets. */
+export interface Deny {
+  readonly allowed: false;
+  readonly level: 'http' | 'tcp';
+  readonly kind: DenyKind;
+  readonly server: Meta;
+  readonly route: Meta | undefined;
+  /** Machine-readable reason (`l5d-proxy-error`). */
+  readonly reason: string;
+}
+
+/** The outcome of authorizing a connection or a request. */
+export type Decision = Permit | Deny;
+
+/** An authorization compiled for matching. */
+export interface CompiledAuthz {
+  readonly meta: Meta;
+  readonly authz: Authorization;
+  readonly isAudit: boolean;
+  readonly networks: NetworkSet;
+  /** 0 unauthenticated, 1 TLS without identity, 2 TLS with one of the identities. */
+  readonly authn: 0 | 1 | 2;
+  readonly identities: ReadonlySet<string>;
+  /** `.a.b` forms of suffix matches; '' stands for "any DNS-like identity". */
+  readonly suffixes: readonly string[];
+}
+
+/** What each compiled route carries: the full authorization list for requests on it. */
+interface RouteData {
+  readonly authzs: readonly CompiledAuthz[];
+}
+
+/** A server compiled for decisions. */
+export interface CompiledServer {
+  readonly server: InboundServer;
+  /** Server authorizations followed by `default:localhost`. */
+  readonly authzs: readonly CompiledAuthz[];
+  readonly httpRoutes: readonly CompiledHttpRoute<RouteData>[] | undefined;
+  readonly grpcRoutes: readonly CompiledGrpcRoute<RouteData>[] | undefined;
+  /** Set when the policy is unusable: every request gets 500 and connections are refused. */
+  readonly invalid: string | undefined;
+}
+
+/** The authorization the proxy adds to every server: plaintext from the loopback addresses. */
+export const LOCALHOST_AUTHZ: Authorization = {
+  meta: defaultMeta('localhost'),
+  networks: [
+    { net: { ip: '127.0.0.1', prefixLen: 32 }, except: [] },
+    { net: { ip: '::1', prefixLen: 128 }, except: [] },
+  ],
+  authentication: { kind: 'unauthenticated' },
+};
+
+function authnCode(a: ClientAuthentication): 0 | 1 | 2 {
+  switch (a.kind) {
+    case 'unauthenticated':
+      return 0;
+    case 'tlsUnauthenticated':
+      return 1;
+    case 'tlsAuthenticated':
+      return 2;
+  }
+}
+
+/** Compiles one authorization. */
+export function compileAuthz(authz: Authorization): CompiledAuthz {
+  const a = authz.authentication;
+  return {
+    meta: authz.meta,
+    authz,
+    isAudit: authz.meta.kind === 'default' && authz.meta.name === 'audit',
+    networks: new NetworkSet(authz.networks),
+    authn: authnCode(a),
+    identities: new Set(a.kind === 'tlsAuthenticated' ? a.identities : []),
+    suffixes: a.kind === 'tlsAuthenticated' ? a.suffixes.map((parts) => (parts.length === 0 ? '' : `.${parts.join('.')}`)) : [],
+  };
+}
+
+const COMPILED_LOCALHOST = compileAuthz(LOCALHOST_AUTHZ);
+
+function invalidReason(authzs: readonly Authorization[]): string | undefined {
+  for (const a of authzs) {
+    if (a.networks.length === 0) return `authorization ${a.meta.kind}/${a.meta.name} has no networks`;
+  }
+  return undefined;
+}
+
+/**
+ * Compiles a server once per policy update. Never throws: a policy the proxy cannot use (an
+ * authorization without networks, a regex that does not compile) yields an `invalid` server
+ * that fails closed.
+ */
+export function compileServer(server: InboundServer): CompiledServer {
+  const serverAuthzs = [...server.authorizations.map(compileAuthz), COMPILED_LOCALHOST];
+  const routeData = (r: { authorizations: readonly Authorization[] }): RouteData => ({
+    authzs: r.authorizations.length === 0 ? serverAuthzs : [...r.authorizations.map(compileAuthz), ...serverAuthzs],
+  });
+  let invalid = invalidReason(server.authorizations);
+  let httpRoutes: CompiledHttpRoute<RouteData>[] | undefined;
+  let grpcRoutes: CompiledGrpcRoute<RouteData>[] | undefined;
+  try {
+    const http = httpRoutesOf(server.protocol);
+    if (http !== undefined) {
+      httpRoutes = compileHttpRoutes(http, routeData);
+      for (const r of http) invalid ??= invalidReason(r.authorizations);
+    }
+    if (server.protocol.kind === 'grpc') {
+      grpcRoutes = compileGrpcRoutes(server.protocol.routes, routeData);
+      for (const r of server.protocol.routes) invalid ??= invalidReason(r.authorizations);
+    }
+  } catch (e) {
+    invalid ??= `route does not compile: ${(e as Error).message}`;
+  }
+  return { server, authzs: serverAuthzs, httpRoutes, grpcRoutes, invalid };
+}
+
+/** True when the client's identity satisfies `a`'s identity list (DNS suffixes never match URIs). */
+function identityOk(a: CompiledAuthz, id: string): boolean {
+  if (a.identities.has(id)) return true;
+  if (a.suffixes.length === 0 || isUriIdentity(id)) return false;
+  for (const s of a.suffixes) if (s === '' || id.endsWith(s)) return true;
+  return false;
+}
+
+/** Why the client fails `a`'s authentication, or undefined when it passes. */
+export function authenticationMismatch(a: CompiledAuthz, tls: TlsState): string | undefined {
+  if (a.authn === 0) return undefined;
+  if (tls.kind !== 'established') {
+    const what = tls.kind === 'passthrough' ? `TLS passthrough (SNI ${tls.sni}) is not mesh TLS` : 'the connection is not mesh TLS';
+    return `requires mesh TLS, but ${what}`;
+  }
+  if (a.authn === 1) return undefined;
+  if (tls.clientId === undefined) return 'requires a client identity, but the client sent no certificate';
+  if (identityOk(a, tls.clientId)) return undefined;
+  if (isUriIdentity(tls.clientId) && a.suffixes.length > 0 && a.identities.size === 0) {
+    return `identity ${tls.clientId} is a URI; wildcard and suffix matches only cover DNS-like identities`;
+  }
+  return `identity ${tls.clientId} is not in the allowed identities`;
+}
+
+/** True when the client satisfies authorization `a`. */
+export function authzMatches(a: CompiledAuthz, client: ClientInfo): boolean {
+  if (!a.networks.has(client.ip)) return false;
+  if (a.authn === 0) return true;
+  const tls = client.tls;
+  if (tls.kind !== 'established') return false;
+  if (a.authn === 1) return true;
+  return tls.clientId !== undefined && identityOk(a, tls.clientId);
+}
+
+function firstMatch(authzs: readonly CompiledAuthz[], client: ClientInfo): CompiledAuthz | undefined {
+  for (let i = 0; i < authzs.length; i++) {
+    const a = authzs[i] as CompiledAuthz;
+    if (authzMatches(a, client)) return a;
+  }
+  return undefined;
+}
+
+/**
+ * Authorizes a connection against the server authorizations (+ localhost). Used for opaque, TLS
+ * and non-HTTP traffic; HTTP traffic is authorized per request instead.
+ */
+export function authorizeConnection(cs: CompiledServer, client: ClientInfo): Decision {
+  const server = cs.server.meta;
+  if (cs.invalid !== undefined) {
+    return { allowed: false, level: 'tcp', kind: 'tcp-refuse', server, route: undefined, reason: `invalid policy: ${cs.invalid}` };
+  }
+  const a = firstMatch(cs.authzs, client);
+  if (a === undefined) {
+    return { allowed: false, level: 'tcp', kind: 'tcp-refuse', server, route: undefined, reason: 'unauthorized connection on server' };
+  }
+  return { allowed: true, level: 'tcp', server, route: undefined, authz: a.meta, isAudit: a.isAudit };
+}
+
+/** True when a request carries gRPC (`content-type: application/grpc...`). */
+export function isGrpcRequest(req: RequestInfo): boolean {
+  const ct = req.headers['content-type'];
+  const v = typeof ct === 'string' ? ct : ct?.[0];
+  return v !== undefined && v.startsWith('application/grpc');
+}
+
+/** Builds the matcher view of a request (path/query split, host normalised). */
+export function routeRequestOf(req: RequestInfo): RouteRequest {
+  const q = req.path.indexOf('?');
+  const host = req.authority ?? req.headers.host;
+  return {
+    method: req.method.toUpperCase(),
+    path: q === -1 ? req.path : req.path.slice(0, q),
+    query: q === -1 ? '' : req.path.slice(q + 1),
+    host: normalizeHost(typeof host === 'string' ? host : host?.[0]),
+    headers: req.headers,
+  };
+}
+
+/** The route chosen for a request, with its authorization list (for explain). */
+export interface SelectedRoute {
+  readonly meta: Meta;
+  readonly ruleIndex: number;
+  readonly authzs: readonly CompiledAuthz[];
+}
+
+/** Selects the route for a request on an HTTP-capable server; undefined when none matches. */
+export function selectRoute(cs: CompiledServer, rr: RouteRequest): SelectedRoute | undefined {
+  if (cs.grpcRoutes !== undefined) {
+    const sel = selectGrpcRoute(cs.grpcRoutes, rr);
+    return sel && { meta: sel.route.route.meta, ruleIndex: sel.ruleIndex, authzs: sel.route.data.authzs };
+  }
+  if (cs.httpRoutes !== undefined) {
+    const sel = selectHttpRoute(cs.httpRoutes, rr);
+    return sel && { meta: sel.route.route.meta, ruleIndex: sel.ruleIndex, authzs: sel.route.data.authzs };
+  }
+  return undefined;
+}
+
+/**
+ * Authorizes one HTTP request (§4.5-4.7). No route: 404 / grpc-status 5. Route but no
+ * authorization: 403 / grpc-status 7. On a port that does not speak HTTP (opaque, TLS) the
+ * request is just bytes, so the connection decision applies.
+ */
+export function authorizeRequest(cs: CompiledServer, client: ClientInfo, req: RequestInfo): Decision {
+  if (cs.httpRoutes === undefined && cs.grpcRoutes === undefined) return authorizeConnection(cs, client);
+  const server = cs.server.meta;
+  const grpc = isGrpcRequest(req);
+  if (cs.invalid !== undefined) {
+    return { allowed: false, level: 'http', kind: 'http500', server, route: undefined, reason: `invalid policy: ${cs.invalid}` };
+  }
+  const route = selectRoute(cs, routeRequestOf(req));
+  if (route === undefined) {
+    return { allowed: false, level: 'http', kind: grpc ? 'grpc5' : 'http404', server, route: undefined, reason: 'no route found for request' };
+  }
+  const a = firstMatch(route.authzs, client);
+  if (a === undefined) {
+    return { allowed: false, level: 'http', kind: grpc ? 'grpc7' : 'http403', server, route: route.meta, reason: 'unauthorized request on route' };
+  }
+  return { allowed: true, level: 'http', server, route: route.meta, authz: a.meta, isAudit: a.isAudit };
+}
+
+/**
+ * Re-checks an open TCP connection after a policy update (§4.8): it survives only if some server
+ * authorization still admits it and the port did not become an HTTP-only port.
+ */
+export function reauthorizeConnection(cs: CompiledServer, client: ClientInfo): Decision {
+  const k = cs.server.protocol.kind;
+  if (k === 'http1' || k === 'http2' || k === 'grpc') {
+    return {
+      allowed: false,
+      level: 'tcp',
+      kind: 'tcp-refuse',
+      server: cs.server.meta,
+      route: undefined,
+      reason: `connection terminated due to policy change: the port's protocol is now ${k}`,
+    };
+  }
+  const d = authorizeConnection(cs, client);
+  return d.allowed ? d : { ...d, reason: 'connection terminated due to policy change' };
+}
+
+/** Convenience for callers with text addresses: parses the IP or returns undefined. */
+export function clientInfo(ip: string, tls: TlsState): ClientInfo | undefined {
+  const parsed = parseIp(ip);
+  return parsed === undefined ? undefined : { ip: parsed, tls };
+}
