@@ -1,0 +1,5 @@
+/**
+ * Public surface of `api`: core <-> wire mapping (and, with the controller issue, the gRPC
+ * servers and clients).
+ */
+export * from './proto-json.js';

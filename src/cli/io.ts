@@ -1,0 +1,49 @@
+/**
+ * The CLI's view of the terminal, injectable so commands run in-process in tests.
+ */
+import { readFileSync } from 'node:fs';
+
+/** Where a command writes and what it knows about the terminal. */
+export interface CliIo {
+  out(text: string): void;
+  err(text: string): void;
+  /** True when colour and alignment for people are wanted on stdout. */
+  readonly color: boolean;
+  /** Reads all of standard input (for `-f -`). */
+  stdin(): string;
+}
+
+/** The process's terminal. Colour follows picocolors' rules (TTY, NO_COLOR, FORCE_COLOR). */
+export function processIo(color: boolean): CliIo {
+  return {
+    out: (t) => process.stdout.write(t),
+    err: (t) => process.stderr.write(t),
+    color,
+    stdin: () => readFileSync(0, 'utf8'),
+  };
+}
+
+/** An in-memory IO for tests: collects output. */
+export function bufferIo(stdin = ''): CliIo & { stdout: string; stderr: string } {
+  const io = {
+    stdout: '',
+    stderr: '',
+    color: false,
+    out(t: string) {
+      io.stdout += t;
+    },
+    err(t: string) {
+      io.stderr += t;
+    },
+    stdin: () => stdin,
+  };
+  return io;
+}
+
+/** Exit statuses (CLI.md): 0 success, 1 a check or test failed, 2 bad usage or unreadable input. */
+export const EXIT = { ok: 0, failed: 1, usage: 2 } as const;
+
+/** A usage or input error that ends the command with exit status 2. */
+export class UsageError extends Error {
+  readonly code = 'ERR_USAGE';
+}

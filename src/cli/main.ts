@@ -1,0 +1,170 @@
+/**
+ * The `ward` executable: one binary, one subcommand per role. Exit statuses follow CLI.md:
+ * 0 success, 1 a check or test failed, 2 bad usage or unreadable input.
+ */
+import { Command, CommanderError, Option, type OptionValues } from '@commander-js/extra-typings';
+import pc from 'picocolors';
+import { clusterConfig } from './cluster-config.js';
+import { runAuthz } from './commands/authz.js';
+import { runCheck, statusOf } from './commands/check.js';
+import { runDiagnosticsPolicy } from './commands/diagnostics.js';
+import { runExplain } from './commands/explain.js';
+import { runTest } from './commands/test.js';
+import { type CliIo, EXIT, UsageError, processIo } from './io.js';
+import { formatDiagnostics, palette } from './output.js';
+import { type Workspace, buildWorkspace } from './workspace.js';
+
+const collect = (value: string, previous: string[]) => [...previous, value];
+
+interface ClusterFlags {
+  filename: string[];
+  defaultPolicy?: string;
+  clusterNetworks?: string;
+  probeNetworks?: string;
+  trustDomain?: string;
+  controlPlaneNamespace?: string;
+}
+
+function withManifestFlags<A extends unknown[], O extends OptionValues>(cmd: Command<A, O>): Command<A, O> {
+  cmd
+    .option('-f, --filename <path>', 'manifest file or directory (repeatable; - for stdin)', collect, [] as string[])
+    .option('--default-policy <policy>', 'cluster default inbound policy (default all-unauthenticated)')
+    .option('--cluster-networks <cidrs>', 'comma-separated cluster networks')
+    .option('--probe-networks <cidrs>', 'comma-separated networks kubelet probes come from')
+    .option('--trust-domain <domain>', 'identity trust domain (default cluster.local)')
+    .option('--control-plane-namespace <ns>', 'control-plane namespace used in identities (default linkerd)');
+  return cmd;
+}
+
+function outputOption(choices: string[], dflt: string) {
+  return new Option('-o, --output <format>', 'output format').choices(choices).default(dflt);
+}
+
+/** Builds the workspace for a command; input problems print and end the command (exit 2). */
+function workspaceFor(flags: ClusterFlags, io: CliIo, { quiet }: { quiet: boolean }): Workspace {
+  if (flags.filename.length === 0) throw new UsageError('no manifests: give -f PATH (a file, a directory, or - for stdin)');
+  const config = clusterConfig(flags);
+  const ws = buildWorkspace({ paths: flags.filename, stdin: io.stdin }, config);
+  if (!quiet) {
+    const unreadable = statusOf(ws.diagnostics) === EXIT.usage;
+    const errors = ws.diagnostics.filter((d) => d.severity === 'error');
+    if (unreadable) {
+      io.err(formatDiagnostics(ws.diagnostics.filter((d) => d.severity === 'error'), palette(io.color)));
+      throw new InputError();
+    }
+    if (errors.length > 0) {
+      io.err(formatDiagnostics(errors, palette(io.color)));
+      io.err(palette(io.color).yellow(`${errors.length} invalid resource problems above were skipped; run ward check for details\n`));
+    }
+  }
+  return ws;
+}
+
+class InputError extends Error {
+  readonly code = 'ERR_INPUT';
+}
+
+/** Builds the command tree. `result` receives each command's exit status. */
+function program(io: CliIo, result: { status: number }): Command {
+  const prog = new Command('ward')
+    .description('identity-based authorization for service meshes: check, inspect, explain and test inbound policy')
+    .showHelpAfterError()
+    .configureOutput({ writeOut: (s) => io.out(s), writeErr: (s) => io.err(s) })
+    .exitOverride();
+
+  withManifestFlags(
+    prog
+      .command('check')
+      .description('validate resources like the admission webhook and lint for policy traps')
+      .addOption(outputOption(['text', 'json'], 'text'))
+      .option('--existing <path>', 'resources already in the cluster (repeatable)', collect, [] as string[]),
+  ).action((opts) => {
+    const flags = opts as unknown as ClusterFlags & { output: string; existing: string[] };
+    if (flags.filename.length === 0) throw new UsageError('no manifests: give -f PATH (a file, a directory, or - for stdin)');
+    const ws = buildWorkspace({ paths: [...flags.existing, ...flags.filename], stdin: io.stdin }, clusterConfig(flags));
+    result.status = runCheck(ws, flags.output, io);
+  });
+
+  withManifestFlags(
+    prog
+      .command('authz')
+      .description('show the effective inbound policy of every pod and port of a resource')
+      .argument('<resource>', 'pod/NAME, deploy/NAME, sts/NAME, ns/NAME, or a bare kind for all')
+      .option('-n, --namespace <ns>', 'namespace (default: default)')
+      .option('-A, --all-namespaces', 'all namespaces')
+      .addOption(outputOption(['text', 'json'], 'text')),
+  ).action((resource, opts) => {
+    const flags = opts as unknown as ClusterFlags & { output: string; namespace?: string; allNamespaces?: boolean };
+    const ws = workspaceFor(flags, io, { quiet: flags.output === 'json' });
+    const ns = flags.allNamespaces ? undefined : flags.namespace;
+    result.status = runAuthz(ws, resource, ns ?? (flags.allNamespaces ? undefined : 'default'), flags.output, io);
+  });
+
+  withManifestFlags(
+    prog
+      .command('explain')
+      .description('evaluate one connection or request and print the decision chain')
+      .requiredOption('--to <target>', 'pod/NS/NAME:PORT or deploy/NAME:PORT')
+      .option('-n, --namespace <ns>', 'namespace of --to (default: default)')
+      .option('--from-ip <ip>', 'client IP (default: inside the first cluster network)')
+      .option('--from-identity <id>', 'client mesh identity (implies --tls mesh)')
+      .option('--from-sa <ns/name>', 'client ServiceAccount (identity built from the trust domain)')
+      .option('--tls <mode>', 'none | mesh | no-client-cert | passthrough')
+      .option('--sni <name>', 'SNI for --tls passthrough')
+      .option('--http <request>', "'METHOD PATH'")
+      .option('--header <header>', "'Name: value' (repeatable)", collect, [] as string[])
+      .option('--host <host>', 'Host header')
+      .option('--grpc <call>', 'SERVICE/METHOD')
+      .option('--tcp', 'an opaque TCP connection')
+      .addOption(outputOption(['text', 'json'], 'text')),
+  ).action((opts) => {
+    const flags = opts as unknown as ClusterFlags & Parameters<typeof runExplain>[1];
+    const ws = workspaceFor(flags, io, { quiet: flags.output === 'json' });
+    result.status = runExplain(ws, flags, io);
+  });
+
+  prog
+    .command('test')
+    .description('run policy unit tests from YAML suites')
+    .argument('<suite...>', 'suite files')
+    .addOption(outputOption(['text', 'json', 'junit'], 'text'))
+    .action((suites, opts) => {
+      result.status = runTest(suites, opts.output, io);
+    });
+
+  const diag = prog.command('diagnostics').description('low-level views of what the controller serves');
+  withManifestFlags(
+    diag
+      .command('policy')
+      .description('print the inbound.Server message for a pod port (proto3 JSON mapping)')
+      .argument('<pod>', 'pod/NAME or pod/NAMESPACE/NAME')
+      .argument('<port>', 'port number')
+      .option('-n, --namespace <ns>', 'namespace (default: default)')
+      .addOption(outputOption(['json', 'yaml'], 'yaml')),
+  ).action((pod, port, opts) => {
+    const flags = opts as unknown as ClusterFlags & { output: string; namespace?: string };
+    const ws = workspaceFor(flags, io, { quiet: true });
+    result.status = runDiagnosticsPolicy(ws, pod, port, flags.namespace, flags.output, io);
+  });
+  return prog;
+}
+
+/** Runs the CLI with `argv` (without node and script) and returns the exit status. */
+export async function main(argv: readonly string[], io: CliIo = processIo(pc.isColorSupported)): Promise<number> {
+  const result = { status: EXIT.ok as number };
+  try {
+    await program(io, result).parseAsync([...argv], { from: 'user' });
+    return result.status;
+  } catch (e) {
+    if (e instanceof CommanderError) {
+      if (e.code === 'commander.helpDisplayed' || e.code === 'commander.version' || e.code === 'commander.help') return EXIT.ok;
+      return EXIT.usage;
+    }
+    if (e instanceof UsageError) {
+      io.err(`${palette(io.color).red('error')}: ${e.message}\n`);
+      return EXIT.usage;
+    }
+    if (e instanceof InputError) return EXIT.usage;
+    throw e;
+  }
+}
