@@ -12,9 +12,9 @@ import {
   type InboundServer,
   type IpNet,
   type Meta,
+  netAddress,
   type RouteFilter,
   type ValueMatch,
-  netAddress,
 } from '../core/index.js';
 
 /** A JSON value. */
@@ -32,7 +32,8 @@ function put(obj: { [k: string]: Json }, key: string, value: Json | undefined): 
 function ipNetwork(n: IpNet): Json {
   const ip = netAddress(n);
   let addr: Json;
-  if (ip.v === 4) addr = ip.w0 === 0 ? {} : { ipv4: ip.w0 };
+  // A set oneof member is serialised even when it holds the default value.
+  if (ip.v === 4) addr = { ipv4: ip.w0 };
   else {
     const hi = (BigInt(ip.w[0] as number) << 32n) | BigInt(ip.w[1] as number);
     const lo = (BigInt(ip.w[2] as number) << 32n) | BigInt(ip.w[3] as number);
@@ -81,8 +82,16 @@ function authzJson(a: Authorization): Json {
       break;
     case 'tlsAuthenticated': {
       const ids: { [k: string]: Json } = {};
-      put(ids, 'identities', authn.identities.map((name) => ({ name })));
-      put(ids, 'suffixes', authn.suffixes.map((parts) => (parts.length === 0 ? {} : { parts: [...parts] })));
+      put(
+        ids,
+        'identities',
+        authn.identities.map((name) => ({ name })),
+      );
+      put(
+        ids,
+        'suffixes',
+        authn.suffixes.map((parts) => (parts.length === 0 ? {} : { parts: [...parts] })),
+      );
       out.authentication = { meshTLS: { identities: ids } };
       break;
     }
@@ -143,8 +152,16 @@ function httpRouteJson(r: HttpRoute): Json {
         rule.matches.map((m) => {
           const mo: { [k: string]: Json } = {};
           if (m.path !== undefined) mo.path = { [m.path.kind]: m.path.value };
-          put(mo, 'headers', m.headers.map((h) => valueMatchJson(h, true)));
-          put(mo, 'queryParams', m.queryParams.map((q) => valueMatchJson(q, false)));
+          put(
+            mo,
+            'headers',
+            m.headers.map((h) => valueMatchJson(h, true)),
+          );
+          put(
+            mo,
+            'queryParams',
+            m.queryParams.map((q) => valueMatchJson(q, false)),
+          );
           if (m.method !== undefined) mo.method = REGISTERED_METHODS.has(m.method) ? { registered: m.method } : { unregistered: m.method };
           return mo;
         }),
@@ -176,7 +193,11 @@ function grpcRouteJson(r: GrpcRoute): Json {
             put(rpc, 'method', m.rpc.method);
             mo.rpc = rpc;
           }
-          put(mo, 'headers', m.headers.map((h) => valueMatchJson(h, true)));
+          put(
+            mo,
+            'headers',
+            m.headers.map((h) => valueMatchJson(h, true)),
+          );
           return mo;
         }),
       );

@@ -1,7 +1,7 @@
 /**
  * Cluster-wide settings from flags (or a test suite's `cluster:` block), with upstream defaults.
  */
-import { type Network, isDefaultPolicyName, parseCidr } from '../core/index.js';
+import { isDefaultPolicyName, type Network, parseCidr } from '../core/index.js';
 import type { ClusterConfig } from '../index/index.js';
 import { UsageError } from './io.js';
 

@@ -4,16 +4,16 @@
  */
 import {
   type ClientInfo,
-  type InboundServer,
-  type Meta,
-  type RequestInfo,
-  type TlsState,
-  type Trace,
   compileServer,
   formatIp,
   formatNet,
+  type InboundServer,
+  type Meta,
   parseIp,
+  type RequestInfo,
   serviceAccountIdentity,
+  type TlsState,
+  type Trace,
   traceConnection,
   traceRequest,
 } from '../core/index.js';
@@ -31,7 +31,13 @@ export interface ProbeClient {
 
 /** What the client sends: an HTTP request, a gRPC call, or opaque TCP. */
 export type ProbeTraffic =
-  | { readonly kind: 'http'; readonly method: string; readonly path: string; readonly headers: Readonly<Record<string, string>>; readonly host?: string | undefined }
+  | {
+      readonly kind: 'http';
+      readonly method: string;
+      readonly path: string;
+      readonly headers: Readonly<Record<string, string>>;
+      readonly host?: string | undefined;
+    }
   | { readonly kind: 'grpc'; readonly service: string; readonly method: string; readonly headers?: Readonly<Record<string, string>> | undefined }
   | { readonly kind: 'tcp' };
 
@@ -170,7 +176,10 @@ export function evaluate(ws: Workspace, p: Probe): ExplainResult {
   const httpPort = k === 'http1' || k === 'http2' || k === 'grpc';
   if (req === undefined && httpPort) {
     // Raw bytes on a port that only speaks HTTP fail at the protocol level.
-    chain.push({ step: 'protocol', detail: `${PROTOCOL_NAMES[k]}: the proxy expects HTTP here, so a non-HTTP stream is a protocol error and the connection is closed` });
+    chain.push({
+      step: 'protocol',
+      detail: `${PROTOCOL_NAMES[k]}: the proxy expects HTTP here, so a non-HTTP stream is a protocol error and the connection is closed`,
+    });
     const sm = server.meta;
     const result: ExplainResult = {
       decision: 'deny',
@@ -194,7 +203,10 @@ export function evaluate(ws: Workspace, p: Probe): ExplainResult {
     trace = traceConnection(cs, client);
   } else {
     const per = k === 'grpc' ? 'gRPC routes' : 'HTTP routes';
-    chain.push({ step: 'protocol', detail: `${PROTOCOL_NAMES[k]}: every request is authorized on its own, by route (${per}); a denied request never closes the connection` });
+    chain.push({
+      step: 'protocol',
+      detail: `${PROTOCOL_NAMES[k]}: every request is authorized on its own, by route (${per}); a denied request never closes the connection`,
+    });
     trace = traceRequest(cs, client, req);
     chain.push({ step: 'request', detail: `${req.method} ${req.path}${req.headers.host !== undefined ? ` (host ${req.headers.host})` : ''}` });
     for (const r of trace.routes) {
@@ -228,7 +240,8 @@ export function evaluate(ws: Workspace, p: Probe): ExplainResult {
     const candidates = trace.authzs.filter((a) => a.scope !== 'proxy');
     const nearMiss = candidates.find((a) => a.failure !== undefined && !a.failure.startsWith('client IP')) ?? candidates[0];
     if (nearMiss !== undefined) closest = `; closest miss: ${metaRef(nearMiss.meta)}, which admits ${nearMiss.admits}`;
-    else if (d.kind === 'http403' || d.kind === 'grpc7' || d.kind === 'tcp-refuse') closest = '; nothing authorizes this port (deny): add an AuthorizationPolicy or ServerAuthorization';
+    else if (d.kind === 'http403' || d.kind === 'grpc7' || d.kind === 'tcp-refuse')
+      closest = '; nothing authorizes this port (deny): add an AuthorizationPolicy or ServerAuthorization';
     chain.push({ step: 'verdict', detail: `deny: ${text[d.kind]}${closest}` });
   }
   const sm = d.server;

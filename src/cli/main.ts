@@ -10,9 +10,9 @@ import { runCheck, statusOf } from './commands/check.js';
 import { runDiagnosticsPolicy } from './commands/diagnostics.js';
 import { runExplain } from './commands/explain.js';
 import { runTest } from './commands/test.js';
-import { type CliIo, EXIT, UsageError, processIo } from './io.js';
+import { type CliIo, EXIT, processIo, UsageError } from './io.js';
 import { formatDiagnostics, palette } from './output.js';
-import { type Workspace, buildWorkspace } from './workspace.js';
+import { buildWorkspace, type Workspace } from './workspace.js';
 
 const collect = (value: string, previous: string[]) => [...previous, value];
 
@@ -49,7 +49,12 @@ function workspaceFor(flags: ClusterFlags, io: CliIo, { quiet }: { quiet: boolea
     const unreadable = statusOf(ws.diagnostics) === EXIT.usage;
     const errors = ws.diagnostics.filter((d) => d.severity === 'error');
     if (unreadable) {
-      io.err(formatDiagnostics(ws.diagnostics.filter((d) => d.severity === 'error'), palette(io.color)));
+      io.err(
+        formatDiagnostics(
+          ws.diagnostics.filter((d) => d.severity === 'error'),
+          palette(io.color),
+        ),
+      );
       throw new InputError();
     }
     if (errors.length > 0) {

@@ -4,7 +4,7 @@
  */
 import { stripVTControlCharacters } from 'node:util';
 import pc from 'picocolors';
-import { type Diagnostic, compareDiagnostics } from '../core/index.js';
+import { compareDiagnostics, type Diagnostic } from '../core/index.js';
 
 /** Colour functions that are identity when colour is off. */
 export interface Palette {
@@ -52,7 +52,10 @@ export function formatDiagnostic(d: Diagnostic, p: Palette): string {
 
 /** Sorted, formatted diagnostics. */
 export function formatDiagnostics(ds: readonly Diagnostic[], p: Palette): string {
-  return [...ds].sort(compareDiagnostics).map((d) => formatDiagnostic(d, p)).join('');
+  return [...ds]
+    .sort(compareDiagnostics)
+    .map((d) => formatDiagnostic(d, p))
+    .join('');
 }
 
 /** Counts diagnostics by severity. */

@@ -57,7 +57,7 @@ export function podsOf(ws: Workspace, arg: ResourceArg, namespace: string | unde
   let pods: PodInfo[];
   if (arg.kind === 'Namespace') pods = ws.index.pods().filter((p) => arg.name === undefined || p.namespace === arg.name);
   else if (arg.kind === 'Pod') pods = inNs.filter((p) => arg.name === undefined || p.name === arg.name);
-  else pods = inNs.filter((p) => p.pod.owner !== undefined && p.pod.owner.startsWith(`${arg.kind}/`) && (arg.name === undefined || p.pod.owner === `${arg.kind}/${arg.name}`));
+  else pods = inNs.filter((p) => p.pod.owner?.startsWith(`${arg.kind}/`) && (arg.name === undefined || p.pod.owner === `${arg.kind}/${arg.name}`));
   return pods.sort((a, b) => (a.namespace + a.name < b.namespace + b.name ? -1 : 1));
 }
 

@@ -4,19 +4,19 @@
  * pod creation), and index. Bad input never stops the pipeline: every problem becomes a
  * diagnostic and the valid rest is used.
  */
-import { type Diagnostic, type SourcePos, diagnostic } from '../core/index.js';
-import { type ClusterConfig, PolicyIndex, lintIndex, resourceKey } from '../index/index.js';
+import { type Diagnostic, diagnostic, type SourcePos } from '../core/index.js';
+import { type ClusterConfig, lintIndex, PolicyIndex, resourceKey } from '../index/index.js';
 import {
-  type DecodeResult,
-  type ManifestDocument,
-  type Namespace,
-  type Resource,
   admitResource,
+  type DecodeResult,
   decodeResource,
   expandWorkloads,
   injectPod,
   lintResource,
   loadManifests,
+  type ManifestDocument,
+  type Namespace,
+  type Resource,
 } from '../manifest/index.js';
 
 /** One input document as `ward check` reports it. */
@@ -51,7 +51,15 @@ function entryOf(doc: ManifestDocument, res: DecodeResult): CheckEntry | undefin
   const source = doc.origin.source;
   if (res.status === 'ok') {
     const r = res.resource;
-    return { kind: r.kind, apiVersion: r.apiVersion, namespace: r.metadata.namespace, name: r.metadata.name, source, admitted: true, diagnostics: [...res.diagnostics] };
+    return {
+      kind: r.kind,
+      apiVersion: r.apiVersion,
+      namespace: r.metadata.namespace,
+      name: r.metadata.name,
+      source,
+      admitted: true,
+      diagnostics: [...res.diagnostics],
+    };
   }
   if (res.status === 'invalid') {
     const ref = res.ref;

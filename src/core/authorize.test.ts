@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { type ClientInfo, type TlsState, authorizeConnection, authorizeRequest, compileServer, reauthorizeConnection } from './authorize.js';
+import { authorizeConnection, authorizeRequest, type ClientInfo, compileServer, reauthorizeConnection, type TlsState } from './authorize.js';
 import { ALL_NETWORKS } from './default-policy.js';
-import { parseCidr, parseIp } from './ip.js';
-import { type Authorization, type HttpRoute, type HttpRouteMatch, type InboundServer, defaultMeta } from './model.js';
 import { traceRequest } from './explain.js';
+import { parseCidr, parseIp } from './ip.js';
+import { type Authorization, defaultMeta, type HttpRoute, type HttpRouteMatch, type InboundServer } from './model.js';
 
 const CLUSTER = [{ net: parseCidr('10.0.0.0/8')!, except: [] }];
 const ID = (sa: string, ns = 'app') => `${sa}.${ns}.serviceaccount.identity.linkerd.cluster.local`;
@@ -189,10 +189,7 @@ describe('connections and policy changes', () => {
 describe('trace', () => {
   it('names the first failing condition of each candidate', () => {
     const s = compileServer(
-      mkServer([
-        mkAuthz('ids', { kind: 'tlsAuthenticated', identities: [ID('web')], suffixes: [] }),
-        mkAuthz('cluster', { kind: 'unauthenticated' }, CLUSTER),
-      ]),
+      mkServer([mkAuthz('ids', { kind: 'tlsAuthenticated', identities: [ID('web')], suffixes: [] }), mkAuthz('cluster', { kind: 'unauthenticated' }, CLUSTER)]),
     );
     const t = traceRequest(s, client('203.0.113.7', mesh(ID('bot'))), get('/'));
     assert.equal(t.decision.allowed, false);
@@ -204,6 +201,9 @@ describe('trace', () => {
         ['localhost', 'client IP 203.0.113.7 is not in 127.0.0.1/32, ::1/128'],
       ],
     );
-    assert.deepEqual(t.routes.map((r) => [r.meta.name, r.outcome]), [['all', 'selected']]);
+    assert.deepEqual(
+      t.routes.map((r) => [r.meta.name, r.outcome]),
+      [['all', 'selected']],
+    );
   });
 });

@@ -9,27 +9,21 @@
  * then the server list. The first authorization whose networks contain the client IP and whose
  * authentication the client satisfies is the permit.
  */
+
+import { isUriIdentity } from './identity-name.js';
 import { type ParsedIp, parseIp } from './ip.js';
+import { type Authorization, type ClientAuthentication, defaultMeta, httpRoutesOf, type InboundServer, type Meta } from './model.js';
 import { NetworkSet } from './network-match.js';
-import {
-  type Authorization,
-  type ClientAuthentication,
-  type InboundServer,
-  type Meta,
-  defaultMeta,
-  httpRoutesOf,
-} from './model.js';
 import {
   type CompiledGrpcRoute,
   type CompiledHttpRoute,
-  type RouteRequest,
   compileGrpcRoutes,
   compileHttpRoutes,
   normalizeHost,
+  type RouteRequest,
   selectGrpcRoute,
   selectHttpRoute,
 } from './route-match.js';
-import { isUriIdentity } from './identity-name.js';
 
 /** The TLS state of an inbound connection as the proxy sees it (§4.3). */
 export type TlsState =
@@ -248,7 +242,7 @@ export function authorizeConnection(cs: CompiledServer, client: ClientInfo): Dec
 export function isGrpcRequest(req: RequestInfo): boolean {
   const ct = req.headers['content-type'];
   const v = typeof ct === 'string' ? ct : ct?.[0];
-  return v !== undefined && v.startsWith('application/grpc');
+  return v?.startsWith('application/grpc') === true;
 }
 
 /** Builds the matcher view of a request (path/query split, host normalised). */

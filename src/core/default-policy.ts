@@ -1,17 +1,10 @@
 /**
  * Default inbound policies (POLICY-SEMANTICS §2.1): the authorization each one grants.
  */
-import { type Authorization, type Network, defaultMeta } from './model.js';
+import { type Authorization, defaultMeta, type Network } from './model.js';
 
 /** The six default policy names. */
-export const DEFAULT_POLICY_NAMES = [
-  'all-unauthenticated',
-  'all-authenticated',
-  'cluster-unauthenticated',
-  'cluster-authenticated',
-  'deny',
-  'audit',
-] as const;
+export const DEFAULT_POLICY_NAMES = ['all-unauthenticated', 'all-authenticated', 'cluster-unauthenticated', 'cluster-authenticated', 'deny', 'audit'] as const;
 
 /** A default policy name. */
 export type DefaultPolicyName = (typeof DEFAULT_POLICY_NAMES)[number];

@@ -139,7 +139,7 @@ export const CATALOG = {
   POL044: {
     severity: 'error',
     message: 'requiredAuthenticationRefs cannot list both a MeshTLSAuthentication and a ServiceAccount',
-    hint: 'put the ServiceAccount into the MeshTLSAuthentication\'s identityRefs',
+    hint: "put the ServiceAccount into the MeshTLSAuthentication's identityRefs",
   },
   POL045: {
     severity: 'error',
@@ -206,8 +206,7 @@ export const CATALOG = {
   },
   POL108: {
     severity: 'warning',
-    message:
-      'namespace {namespace} sets {annotation}={nsValue} but pod {pod} was created with {podValue}; the change reaches it only when it is recreated',
+    message: 'namespace {namespace} sets {annotation}={nsValue} but pod {pod} was created with {podValue}; the change reaches it only when it is recreated',
     hint: 'restart the workload (kubectl rollout restart) to pick up the namespace annotation',
   },
   POL109: {
@@ -256,11 +255,7 @@ export interface DiagnosticContext {
 }
 
 /** Builds a diagnostic from the catalog, filling the message and hint templates. */
-export function diagnostic(
-  code: DiagnosticCode,
-  params: Readonly<Record<string, string | number>> = {},
-  ctx: DiagnosticContext = {},
-): Diagnostic {
+export function diagnostic(code: DiagnosticCode, params: Readonly<Record<string, string | number>> = {}, ctx: DiagnosticContext = {}): Diagnostic {
   const entry: CatalogEntry = CATALOG[code];
   const d: Diagnostic = {
     code,

@@ -4,19 +4,18 @@
  * `authorizeRequest`; tracing only annotates it with the same compiled matchers.
  */
 import {
+  authenticationMismatch,
+  authorizeConnection,
+  authorizeRequest,
   type ClientInfo,
   type CompiledAuthz,
   type CompiledServer,
   type Decision,
   type RequestInfo,
-  authenticationMismatch,
-  authorizeConnection,
-  authorizeRequest,
   routeRequestOf,
   selectRoute,
 } from './authorize.js';
-import { formatIp, netContains } from './ip.js';
-import { formatNet } from './ip.js';
+import { formatIp, formatNet, netContains } from './ip.js';
 import type { Meta } from './model.js';
 import { grpcRouteMismatch, httpRouteMismatch } from './route-match.js';
 

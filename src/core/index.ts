@@ -2,14 +2,15 @@
  * Public surface of `core`: the policy model, compiled matchers, the decision engine and the
  * diagnostics catalog. Pure: no node:* imports, no I/O, no clock reads.
  */
-export * from './model.js';
+
+export * from './authorize.js';
+export * from './default-policy.js';
+export * from './diagnostics.js';
+export * from './equal.js';
+export * from './explain.js';
+export * from './identity-name.js';
 export * from './ip.js';
 export * from './label-selector.js';
-export * from './identity-name.js';
-export * from './diagnostics.js';
+export * from './model.js';
 export * from './network-match.js';
 export * from './route-match.js';
-export * from './authorize.js';
-export * from './explain.js';
-export * from './equal.js';
-export * from './default-policy.js';

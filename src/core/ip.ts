@@ -171,12 +171,12 @@ export function netContains(net: IpNet, ip: ParsedIp): boolean {
   if (base.v !== ip.v) return false;
   if (base.v === 4 && ip.v === 4) {
     const m = maskBits(net.prefixLen);
-    return ((base.w0 & m) >>> 0) === ((ip.w0 & m) >>> 0);
+    return (base.w0 & m) >>> 0 === (ip.w0 & m) >>> 0;
   }
   if (base.v !== 6 || ip.v !== 6) return false;
   for (let k = 0; k < 4; k++) {
     const m = maskBits(net.prefixLen - 32 * k);
-    if ((((base.w[k] as number) & m) >>> 0) !== (((ip.w[k] as number) & m) >>> 0)) return false;
+    if (((base.w[k] as number) & m) >>> 0 !== ((ip.w[k] as number) & m) >>> 0) return false;
   }
   return true;
 }

@@ -71,9 +71,7 @@ export interface HttpRouteMatch {
 }
 
 /** Host match: exact host, or a suffix given as reversed labels (`*.example.com` = `[com, example]`). */
-export type HostMatch =
-  | { readonly kind: 'exact'; readonly value: string }
-  | { readonly kind: 'suffix'; readonly reverseLabels: readonly string[] };
+export type HostMatch = { readonly kind: 'exact'; readonly value: string } | { readonly kind: 'suffix'; readonly reverseLabels: readonly string[] };
 
 /** Header name/value pair used by filters. */
 export interface Header {

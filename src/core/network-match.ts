@@ -2,7 +2,7 @@
  * Compiled network sets: each policy's networks become typed-array words and masks once, so a
  * per-connection check is a few integer comparisons (no parsing, no allocation).
  */
-import { type ParsedIp, maskBits, netAddress } from './ip.js';
+import { maskBits, netAddress, type ParsedIp } from './ip.js';
 import type { IpNet, Network } from './model.js';
 
 interface CompiledNet {
@@ -34,7 +34,7 @@ function compileNet(n: IpNet): CompiledNet {
 
 function netHas(n: CompiledNet, ip: ParsedIp): boolean {
   if (ip.v === 4) {
-    return n.v === 4 && ((ip.w0 & (n.mask[0] as number)) >>> 0) === n.net[0];
+    return n.v === 4 && (ip.w0 & (n.mask[0] as number)) >>> 0 === n.net[0];
   }
   if (n.v !== 6) return false;
   const w = ip.w;

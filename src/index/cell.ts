@@ -3,7 +3,7 @@
  * subscribers only when a recomputation produced a different value (upstream's
  * `watch::Sender::send_if_modified`).
  */
-import { type InboundServer, deepEqual } from '../core/index.js';
+import { deepEqual, type InboundServer } from '../core/index.js';
 
 /** Called with each new value. */
 export type CellListener = (value: InboundServer) => void;

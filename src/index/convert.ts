@@ -4,6 +4,7 @@
  * version); the reason is kept so `ward check` and the controller can report it.
  */
 import {
+  GATEWAY_GROUP,
   type GrpcRoute,
   type HostMatch,
   type HttpRoute,
@@ -12,13 +13,12 @@ import {
   type IdentityMatch,
   type LabelSelector,
   type Network,
-  type RouteFilter,
-  type ValueMatch,
-  GATEWAY_GROUP,
-  POLICY_GROUP,
   namespaceIdentitySuffix,
+  POLICY_GROUP,
   parseIdentityMatch,
+  type RouteFilter,
   serviceAccountIdentity,
+  type ValueMatch,
 } from '../core/index.js';
 import type {
   AuthorizationPolicy,
@@ -206,9 +206,7 @@ function convertValueMatches(ms: readonly ValueMatchSpec[] | undefined, what: st
 }
 
 function convertHosts(hostnames: readonly string[]): HostMatch[] {
-  return hostnames.map((h) =>
-    h.startsWith('*.') ? { kind: 'suffix', reverseLabels: h.slice(2).split('.').reverse() } : { kind: 'exact', value: h },
-  );
+  return hostnames.map((h) => (h.startsWith('*.') ? { kind: 'suffix', reverseLabels: h.slice(2).split('.').reverse() } : { kind: 'exact', value: h }));
 }
 
 function convertFilters(filters: readonly RouteFilterSpec[] | undefined, grpc: boolean): Converted<RouteFilter[]> {
@@ -297,7 +295,10 @@ export function convertGrpcRoute(r: GRPCRoute): Converted<RouteSpec<GrpcRoute>> 
       if (m.method?.type === 'RegularExpression') return fail('GRPCRoute method matches of type RegularExpression are not supported');
       const headers = convertValueMatches(m.headers, 'header');
       if (!headers.ok) return headers;
-      const rpc = m.method === undefined ? undefined : { ...(m.method.service ? { service: m.method.service } : {}), ...(m.method.method ? { method: m.method.method } : {}) };
+      const rpc =
+        m.method === undefined
+          ? undefined
+          : { ...(m.method.service ? { service: m.method.service } : {}), ...(m.method.method ? { method: m.method.method } : {}) };
       matches.push({ ...(rpc !== undefined ? { rpc } : {}), headers: headers.value });
     }
     const filters = convertFilters(rule.filters, true);

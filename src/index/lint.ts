@@ -4,15 +4,15 @@
  * hint; none changes what the index computes.
  */
 import {
-  type Diagnostic,
-  type DiagnosticCode,
-  type ResourceRef,
   authorizeRequest,
   clientInfo,
   compileServer,
+  type Diagnostic,
+  type DiagnosticCode,
   diagnostic,
   formatIp,
   netAddress,
+  type ResourceRef,
   selectorMatches,
 } from '../core/index.js';
 import { ANNOTATIONS, type Namespace, type Resource } from '../manifest/index.js';
@@ -51,7 +51,9 @@ export function lintIndex(index: PolicyIndex, resources: readonly Resource[]): D
     const ns = s.metadata.namespace;
     const pods = index.pods().filter((p) => p.namespace === ns);
     if (s.spec.podSelector === undefined) continue;
-    const selected = pods.filter((p) => index.bindings(ns, p.name).some((b) => b.server === s.metadata.name || b.losers.includes(s.metadata.name)) || selects(s, p.labels));
+    const selected = pods.filter(
+      (p) => index.bindings(ns, p.name).some((b) => b.server === s.metadata.name || b.losers.includes(s.metadata.name)) || selects(s, p.labels),
+    );
     if (pods.length > 0 && selected.length === 0) push('POL103', { name: s.metadata.name, namespace: ns }, s, ['spec', 'podSelector']);
     for (const p of selected) {
       const port = s.spec.port;
@@ -67,8 +69,7 @@ export function lintIndex(index: PolicyIndex, resources: readonly Resource[]): D
         const srv = servers.find((s) => s.metadata.namespace === p.namespace && s.metadata.name === loser);
         if (srv === undefined) continue;
         const winner = servers.find((s) => s.metadata.namespace === p.namespace && s.metadata.name === b.server);
-        const why =
-          winner?.metadata.creationTimestamp !== srv.metadata.creationTimestamp ? 'it is older' : 'same age, its name sorts first';
+        const why = winner?.metadata.creationTimestamp !== srv.metadata.creationTimestamp ? 'it is older' : 'same age, its name sorts first';
         push('POL105', { winner: b.server, loser, pod: `${p.namespace}/${p.name}`, port: b.port, why }, srv, ['spec', 'port']);
       }
     }
@@ -82,13 +83,22 @@ export function lintIndex(index: PolicyIndex, resources: readonly Resource[]): D
       if (r.kind !== 'AuthorizationPolicy' || !converted.ok) continue;
       const t = converted.value.target;
       if (t.kind === 'server' && !serverNames.some((n) => sameName(n, t.name))) {
-        push('POL102', { what: 'targetRef', target: `Server ${t.name}`, namespace: ns, consequence: '; the policy authorizes nothing' }, r, ['spec', 'targetRef']);
+        push('POL102', { what: 'targetRef', target: `Server ${t.name}`, namespace: ns, consequence: '; the policy authorizes nothing' }, r, [
+          'spec',
+          'targetRef',
+        ]);
       }
       if (t.kind === 'httproute' && !objs.httpRoutes.some((h) => h.resource.metadata.name.toLowerCase() === t.name.toLowerCase())) {
-        push('POL102', { what: 'targetRef', target: `HTTPRoute ${t.name}`, namespace: ns, consequence: '; the policy authorizes nothing' }, r, ['spec', 'targetRef']);
+        push('POL102', { what: 'targetRef', target: `HTTPRoute ${t.name}`, namespace: ns, consequence: '; the policy authorizes nothing' }, r, [
+          'spec',
+          'targetRef',
+        ]);
       }
       if (t.kind === 'grpcroute' && !objs.grpcRoutes.some((h) => h.resource.metadata.name.toLowerCase() === t.name.toLowerCase())) {
-        push('POL102', { what: 'targetRef', target: `GRPCRoute ${t.name}`, namespace: ns, consequence: '; the policy authorizes nothing' }, r, ['spec', 'targetRef']);
+        push('POL102', { what: 'targetRef', target: `GRPCRoute ${t.name}`, namespace: ns, consequence: '; the policy authorizes nothing' }, r, [
+          'spec',
+          'targetRef',
+        ]);
       }
       const refs = r.spec.requiredAuthenticationRefs ?? [];
       refs.forEach((ref, i) => {
@@ -99,7 +109,12 @@ export function lintIndex(index: PolicyIndex, resources: readonly Resource[]): D
           if (!index.resolvesAuthn(kind, refNs, ref.name)) {
             push(
               'POL102',
-              { what: 'requiredAuthenticationRefs', target: `${kind} ${refNs}/${ref.name}`, namespace: refNs, consequence: '; the whole policy is dropped (fail closed)' },
+              {
+                what: 'requiredAuthenticationRefs',
+                target: `${kind} ${refNs}/${ref.name}`,
+                namespace: refNs,
+                consequence: '; the whole policy is dropped (fail closed)',
+              },
               r,
               ['spec', 'requiredAuthenticationRefs', i],
             );
@@ -128,7 +143,8 @@ export function lintIndex(index: PolicyIndex, resources: readonly Resource[]): D
       for (const st of statuses) {
         const routeKind = isGrpc ? 'GRPCRoute' : 'HTTPRoute';
         if (!st.accepted) {
-          const reason = st.reason === 'NoMatchingParent' ? `no Server ${st.server} in namespace ${ns}` : `Server ${st.server} also has a GRPCRoute, and GRPCRoutes win`;
+          const reason =
+            st.reason === 'NoMatchingParent' ? `no Server ${st.server} in namespace ${ns}` : `Server ${st.server} also has a GRPCRoute, and GRPCRoutes win`;
           const fix = st.reason === 'NoMatchingParent' ? `create Server ${st.server} or fix parentRefs` : 'attach only GRPCRoutes to a gRPC Server';
           push('POL110', { routeKind, route: name, server: st.server, reason, fix }, r, ['spec', 'parentRefs']);
           continue;
@@ -137,7 +153,11 @@ export function lintIndex(index: PolicyIndex, resources: readonly Resource[]): D
         const proto = srv?.spec.proxyProtocol ?? 'unknown';
         const fits = isGrpc ? proto === 'gRPC' : proto !== 'gRPC' && proto !== 'opaque' && proto !== 'TLS';
         if (!fits) {
-          const fix = isGrpc ? 'set the Server proxyProtocol to gRPC' : proto === 'gRPC' ? 'use a GRPCRoute for a gRPC Server' : `${proto} ports carry no HTTP: remove the route or change proxyProtocol`;
+          const fix = isGrpc
+            ? 'set the Server proxyProtocol to gRPC'
+            : proto === 'gRPC'
+              ? 'use a GRPCRoute for a gRPC Server'
+              : `${proto} ports carry no HTTP: remove the route or change proxyProtocol`;
           push('POL107', { routeKind, route: name, server: st.server, protocol: proto, fix }, r, ['spec', 'parentRefs']);
         }
       }
@@ -179,7 +199,11 @@ export function lintIndex(index: PolicyIndex, resources: readonly Resource[]): D
       const nsValue = ns.metadata.annotations[key];
       const podValue = p.pod.metadata.annotations[key];
       if (nsValue !== undefined && nsValue !== podValue) {
-        push('POL108', { namespace: p.namespace, annotation: key, nsValue, pod: `${p.namespace}/${p.name}`, podValue: podValue ?? '(unset)' }, ns, ['metadata', 'annotations', key]);
+        push('POL108', { namespace: p.namespace, annotation: key, nsValue, pod: `${p.namespace}/${p.name}`, podValue: podValue ?? '(unset)' }, ns, [
+          'metadata',
+          'annotations',
+          key,
+        ]);
       }
     }
   }

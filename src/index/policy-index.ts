@@ -9,23 +9,23 @@
  * publish only real changes.
  */
 import {
+  ALL_NETWORKS,
   type Authorization,
+  DETECT_TIMEOUT_MS,
   type DefaultPolicyName,
+  deepEqual,
+  defaultMeta,
+  defaultPolicyAuthz,
   type GrpcRoute,
   type HttpRoute,
   type IdentityDomain,
   type IdentityMatch,
   type InboundServer,
+  isDefaultPolicyName,
   type Meta,
   type Network,
-  type ProxyProtocol,
-  ALL_NETWORKS,
-  DETECT_TIMEOUT_MS,
   POLICY_GROUP,
-  deepEqual,
-  defaultMeta,
-  defaultPolicyAuthz,
-  isDefaultPolicyName,
+  type ProxyProtocol,
   requireIdentity,
   selectorMatches,
   serviceAccountIdentity,
@@ -35,16 +35,16 @@ import { PolicyCell } from './cell.js';
 import {
   type ApSpec,
   type Converted,
-  type RouteSpec,
-  type SazSpec,
   convertAuthorizationPolicy,
   convertGrpcRoute,
   convertHttpRoute,
   convertMeshTLSAuthentication,
   convertServerAuthorization,
+  type RouteSpec,
+  type SazSpec,
   sameName,
 } from './convert.js';
-import { type PodInfo, isMeshed, podInfo } from './pod.js';
+import { isMeshed, type PodInfo, podInfo } from './pod.js';
 
 /** Cluster-wide settings (install values upstream; flags or a suite's `cluster:` block here). */
 export interface ClusterConfig {
@@ -459,8 +459,7 @@ export class PolicyIndex {
       const authz: Authorization = {
         meta: { group: POLICY_GROUP, kind: 'serverauthorization', name },
         networks: saz.networks.length === 0 ? this.config.clusterNetworks : saz.networks,
-        authentication:
-          saz.authn.kind === 'tlsAuthenticated' ? identityAuthn(saz.authn.matches) : { kind: saz.authn.kind },
+        authentication: saz.authn.kind === 'tlsAuthenticated' ? identityAuthn(saz.authn.matches) : { kind: saz.authn.kind },
       };
       for (const s of servers) {
         const hit = 'name' in saz.server ? saz.server.name === s.metadata.name : selectorMatches(saz.server.selector, s.metadata.labels);
@@ -496,7 +495,10 @@ export class PolicyIndex {
     const serverAuthzs = new Map<string, Authorization[]>();
     for (const [server, list] of serverEntries) {
       list.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : a.kind < b.kind ? -1 : a.kind > b.kind ? 1 : 0));
-      serverAuthzs.set(server, list.map((e) => e.authz));
+      serverAuthzs.set(
+        server,
+        list.map((e) => e.authz),
+      );
     }
     return { serverAuthzs, routeAuthzs, nsAuthzs };
   }

@@ -6,7 +6,7 @@
  * "Decodes" is weaker than "admitted": a resource the validating webhook would reject may still
  * decode (upstream runs the webhook with failurePolicy Ignore, so the index must tolerate it).
  */
-import type { Labels, LabelSelector, Network, SourcePos } from '../core/index.js';
+import type { LabelSelector, Labels, Network, SourcePos } from '../core/index.js';
 
 /** Metadata every namespaced resource carries. `namespace` defaults to `default`. */
 export interface ObjectMeta {
@@ -154,9 +154,7 @@ export interface RouteFilterSpec {
     | {
         readonly scheme?: string | undefined;
         readonly hostname?: string | undefined;
-        readonly path?:
-          | { readonly type: string; readonly replaceFullPath?: string | undefined; readonly replacePrefixMatch?: string | undefined }
-          | undefined;
+        readonly path?: { readonly type: string; readonly replaceFullPath?: string | undefined; readonly replacePrefixMatch?: string | undefined } | undefined;
         readonly port?: number | undefined;
         readonly statusCode?: number | undefined;
       }
@@ -227,9 +225,7 @@ export interface ContainerSpec {
   readonly args?: readonly string[] | undefined;
   readonly workingDir?: string | undefined;
   readonly env?: readonly { readonly name: string; readonly value?: string | undefined }[] | undefined;
-  readonly ports?:
-    | readonly { readonly name?: string | undefined; readonly containerPort: number; readonly protocol?: string | undefined }[]
-    | undefined;
+  readonly ports?: readonly { readonly name?: string | undefined; readonly containerPort: number; readonly protocol?: string | undefined }[] | undefined;
   readonly livenessProbe?: ProbeSpec | undefined;
   readonly readinessProbe?: ProbeSpec | undefined;
   readonly startupProbe?: ProbeSpec | undefined;

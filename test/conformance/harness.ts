@@ -71,7 +71,13 @@ export function suiteTest(probe: Obj, name: string): Obj {
   const t: Obj = { name, to: { pod: probe.pod, port: probe.port }, from };
   const http = probe.http as Obj | undefined;
   if (http?.grpc !== undefined) t.grpc = http.grpc;
-  else if (http !== undefined) t.http = { method: http.method ?? 'GET', path: http.path ?? '/', ...(http.host ? { host: http.host } : {}), ...(http.headers ? { headers: http.headers } : {}) };
+  else if (http !== undefined)
+    t.http = {
+      method: http.method ?? 'GET',
+      path: http.path ?? '/',
+      ...(http.host ? { host: http.host } : {}),
+      ...(http.headers ? { headers: http.headers } : {}),
+    };
   else t.tcp = true;
   const e = probe.expect as Obj;
   const expect: Obj = {};
@@ -130,7 +136,10 @@ export function readable(v: Json): unknown {
  */
 export function diff(expected: unknown, actual: unknown, path = '$'): string | undefined {
   const empty = (x: unknown) => x === undefined || x === null || (Array.isArray(x) && x.length === 0);
-  if (empty(expected)) return empty(actual) || (typeof actual === 'object' && actual !== null && Object.keys(actual).length === 0) ? undefined : `${path}: expected empty, got ${JSON.stringify(actual)}`;
+  if (empty(expected))
+    return empty(actual) || (typeof actual === 'object' && actual !== null && Object.keys(actual).length === 0)
+      ? undefined
+      : `${path}: expected empty, got ${JSON.stringify(actual)}`;
   if (Array.isArray(expected)) {
     if (!Array.isArray(actual) || actual.length !== expected.length) return `${path}: expected ${expected.length} items, got ${JSON.stringify(actual)}`;
     for (let i = 0; i < expected.length; i++) {

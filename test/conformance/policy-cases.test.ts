@@ -10,16 +10,16 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { parse, stringify } from 'yaml';
 import { type Json, lookupPort, parseWorkload, serverToProtoJson } from '../../src/api/index.js';
-import { clientInfo, compileServer, reauthorizeConnection, authorizeConnection } from '../../src/core/index.js';
 import { clusterConfig } from '../../src/cli/cluster-config.js';
-import { type Probe, evaluate } from '../../src/cli/evaluate.js';
+import { actualValue } from '../../src/cli/commands/test.js';
+import { evaluate, type Probe } from '../../src/cli/evaluate.js';
 import { bufferIo } from '../../src/cli/io.js';
 import { main } from '../../src/cli/main.js';
-import { actualValue } from '../../src/cli/commands/test.js';
 import { buildWorkspace } from '../../src/cli/workspace.js';
+import { authorizeConnection, clientInfo, compileServer, reauthorizeConnection } from '../../src/core/index.js';
 import { resourceKey } from '../../src/index/index.js';
 import { decodeResource, documentFromObject } from '../../src/manifest/index.js';
-import { type PodShorthand, clusterBlock, diff, podManifest, readable, suiteTest } from './harness.js';
+import { clusterBlock, diff, type PodShorthand, podManifest, readable, suiteTest } from './harness.js';
 
 type Obj = Record<string, unknown>;
 const FILE = new URL('./policy-cases.yaml', import.meta.url);
@@ -33,7 +33,11 @@ function manifestsOf(c: Obj): Obj[] {
 
 /** Checks the keys `ward test` cannot express (oneOf) against the actual result. */
 function checkOneOf(expect: Obj, actual: Parameters<typeof actualValue>[0], label: string): void {
-  if (expect.authzOneOf !== undefined) assert.ok((expect.authzOneOf as string[]).includes(actualValue(actual, 'authz') as string), `${label}: authz ${actualValue(actual, 'authz')} not in ${expect.authzOneOf}`);
+  if (expect.authzOneOf !== undefined)
+    assert.ok(
+      (expect.authzOneOf as string[]).includes(actualValue(actual, 'authz') as string),
+      `${label}: authz ${actualValue(actual, 'authz')} not in ${expect.authzOneOf}`,
+    );
   if (expect.decisionOneOf !== undefined) {
     assert.ok((expect.decisionOneOf as string[]).includes(actual.decision), `${label}: decision ${actual.decision}`);
     // ward credits explicit authorizations before audit, so it must give the recommended answer.
@@ -45,12 +49,22 @@ function probeOf(p: Obj): Probe {
   const t = suiteTest(p, 'x') as Obj;
   const [namespace, pod] = (p.pod as string).split('/') as [string, string];
   const from = t.from as Obj;
-  const traffic = t.grpc !== undefined ? { kind: 'grpc' as const, ...(t.grpc as { service: string; method: string }) } : t.http !== undefined ? { kind: 'http' as const, headers: {}, ...(t.http as { method: string; path: string }) } : { kind: 'tcp' as const };
+  const traffic =
+    t.grpc !== undefined
+      ? { kind: 'grpc' as const, ...(t.grpc as { service: string; method: string }) }
+      : t.http !== undefined
+        ? { kind: 'http' as const, headers: {}, ...(t.http as { method: string; path: string }) }
+        : { kind: 'tcp' as const };
   return {
     namespace,
     pod,
     port: p.port as number,
-    client: { ip: from.ip as string, identity: (from.identity as string | null) ?? undefined, tls: from.tls as 'passthrough' | undefined, sni: from.sni as string | undefined },
+    client: {
+      ip: from.ip as string,
+      identity: (from.identity as string | null) ?? undefined,
+      tls: from.tls as 'passthrough' | undefined,
+      sni: from.sni as string | undefined,
+    },
     traffic,
   };
 }
@@ -67,14 +81,19 @@ describe('conformance: decision cases', () => {
         const status = await main(['test', file, '-o', 'json'], io);
         assert.equal(io.stderr, '', `${c.id}: ward test reported problems`);
         const out = JSON.parse(io.stdout) as { results: { name: string; passed: boolean; expected: Obj; actual: Obj }[]; failed: number };
-        const failures = out.results.filter((r) => !r.passed).map((r) => `${r.name}: expected ${JSON.stringify(r.expected)} got ${JSON.stringify({ ...r.actual, chain: undefined })}`);
+        const failures = out.results
+          .filter((r) => !r.passed)
+          .map((r) => `${r.name}: expected ${JSON.stringify(r.expected)} got ${JSON.stringify({ ...r.actual, chain: undefined })}`);
         assert.deepEqual(failures, [], failures.join('\n'));
         assert.equal(status, 0);
-        out.results.forEach((r, i) => checkOneOf((probes[i] as Obj).expect as Obj, r.actual as never, r.name));
+        for (const [i, r] of out.results.entries()) checkOneOf((probes[i] as Obj).expect as Obj, r.actual as never, r.name);
         return;
       }
       // Evolving cluster: apply steps to the index and evaluate with the same engine.
-      const ws = buildWorkspace({ documents: manifestsOf(c).map((m) => documentFromObject(m, `${c.id}.yaml`)) }, clusterConfig(clusterBlock(c.env as Obj) as never));
+      const ws = buildWorkspace(
+        { documents: manifestsOf(c).map((m) => documentFromObject(m, `${c.id}.yaml`)) },
+        clusterConfig(clusterBlock(c.env as Obj) as never),
+      );
       const originals = new Map(manifestsOf(c).map((m) => [`${m.kind}/${(m.metadata as Obj).namespace}/${(m.metadata as Obj).name}`, m]));
       const connections = new Map<string, { probe: Probe; client: NonNullable<ReturnType<typeof clientInfo>> }>();
       for (const step of c.steps as Obj[]) {
@@ -84,7 +103,8 @@ describe('conformance: decision cases', () => {
             assert.equal(d.status, 'ok');
             if (d.status === 'ok') tx.apply(d.resource);
           }
-          for (const del of (step.delete as Obj[]) ?? []) tx.delete({ kind: del.kind as string, group: '', namespace: del.namespace as string, name: del.name as string });
+          for (const del of (step.delete as Obj[]) ?? [])
+            tx.delete({ kind: del.kind as string, group: '', namespace: del.namespace as string, name: del.name as string });
           for (const p of (step.patch as Obj[]) ?? []) {
             const key = `${p.kind}/${p.namespace}/${p.name}`;
             const patched = mergePatch(originals.get(key), p.mergePatch) as Obj;
@@ -103,7 +123,10 @@ describe('conformance: decision cases', () => {
           }
           checkOneOf(e, actual, `${c.id} ${step.name}`);
           if (p.connection !== undefined) {
-            const client = clientInfo(probe.client.ip as string, probe.client.identity ? { kind: 'established', clientId: probe.client.identity } : { kind: 'none', reason: 'no_tls_from_remote' });
+            const client = clientInfo(
+              probe.client.ip as string,
+              probe.client.identity ? { kind: 'established', clientId: probe.client.identity } : { kind: 'none', reason: 'no_tls_from_remote' },
+            );
             assert.ok(client);
             const cell = ws.index.lookup(probe.namespace, probe.pod, probe.port);
             assert.ok(cell);
@@ -154,7 +177,12 @@ describe('conformance: controller output cases', () => {
         const w = parseWorkload(request.workload as string);
         assert.ok(typeof w !== 'string');
         const file = join(dir, `${c.id}.yaml`);
-        writeFileSync(file, manifestsOf(c).map((m) => stringify(m)).join('---\n'));
+        writeFileSync(
+          file,
+          manifestsOf(c)
+            .map((m) => stringify(m))
+            .join('---\n'),
+        );
         const cluster = clusterBlock(c.env as Obj);
         const flags = cluster.defaultPolicy ? ['--default-policy', cluster.defaultPolicy as string] : [];
         if (cluster.probeNetworks) flags.push('--probe-networks', (cluster.probeNetworks as string[]).join(','));
@@ -173,7 +201,8 @@ describe('conformance: controller output cases', () => {
             const dec = decodeResource(documentFromObject(m));
             if (dec.status === 'ok') tx.apply(dec.resource);
           }
-          for (const del of (step.delete as Obj[]) ?? []) tx.delete({ kind: del.kind as string, group: '', namespace: del.namespace as string, name: del.name as string });
+          for (const del of (step.delete as Obj[]) ?? [])
+            tx.delete({ kind: del.kind as string, group: '', namespace: del.namespace as string, name: del.name as string });
         });
         const pod = (c.pods as PodShorthand[])[0] as PodShorthand;
         const cell = ws.index.lookup(pod.namespace, pod.name, 4191);
@@ -211,7 +240,9 @@ describe('conformance data', () => {
     assert.equal(readFileSync(FILE, 'utf8'), shared, 'test/conformance/policy-cases.yaml is out of date: copy ../shared/conformance/policy-cases.yaml');
   });
   it('keys resources like the index does', () => {
-    const d = decodeResource(documentFromObject({ apiVersion: 'gateway.networking.k8s.io/v1', kind: 'HTTPRoute', metadata: { name: 'r', namespace: 'a' }, spec: {} }));
+    const d = decodeResource(
+      documentFromObject({ apiVersion: 'gateway.networking.k8s.io/v1', kind: 'HTTPRoute', metadata: { name: 'r', namespace: 'a' }, spec: {} }),
+    );
     assert.equal(d.status, 'ok');
     if (d.status === 'ok') assert.deepEqual(resourceKey(d.resource), { kind: 'HTTPRoute', group: 'gateway.networking.k8s.io', namespace: 'a', name: 'r' });
   });

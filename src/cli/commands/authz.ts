@@ -1,7 +1,7 @@
 /**
  * `ward authz`: the effective inbound policy of every pod and port of a resource.
  */
-import { type Authorization, type HttpRoute, type GrpcRoute, type InboundServer, LOCALHOST_AUTHZ, compileAuthz, describeAuthz } from '../../core/index.js';
+import { type Authorization, compileAuthz, describeAuthz, type GrpcRoute, type HttpRoute, type InboundServer, LOCALHOST_AUTHZ } from '../../core/index.js';
 import { type CliIo, EXIT, UsageError } from '../io.js';
 import { json, palette, table } from '../output.js';
 import { parseResourceArg, podsOf } from '../target.js';

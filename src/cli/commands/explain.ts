@@ -1,8 +1,9 @@
 /**
  * `ward explain`: one connection or request, with the verdict and the whole decision chain.
  */
+
+import { type ExplainResult, evaluate, identityOfServiceAccount, type ProbeClient, type ProbeTraffic } from '../evaluate.js';
 import { type CliIo, EXIT, UsageError } from '../io.js';
-import { type ExplainResult, type ProbeClient, type ProbeTraffic, evaluate, identityOfServiceAccount } from '../evaluate.js';
 import { json, palette } from '../output.js';
 import { parseTarget } from '../target.js';
 import type { Workspace } from '../workspace.js';
@@ -51,7 +52,8 @@ export function clientOf(ws: Workspace, o: Pick<ExplainOptions, 'fromIp' | 'from
   if (o.fromIdentity !== undefined && o.fromSa !== undefined) throw new UsageError('give only one of --from-identity and --from-sa');
   const identity = o.fromSa !== undefined ? identityOfServiceAccount(ws, o.fromSa) : o.fromIdentity;
   if (o.tls !== undefined && !(TLS_MODES as readonly string[]).includes(o.tls)) throw new UsageError(`--tls must be one of ${TLS_MODES.join(', ')}`);
-  if (o.tls === 'mesh' && identity === undefined) throw new UsageError('--tls mesh needs --from-identity or --from-sa (use --tls no-client-cert for TLS without a certificate)');
+  if (o.tls === 'mesh' && identity === undefined)
+    throw new UsageError('--tls mesh needs --from-identity or --from-sa (use --tls no-client-cert for TLS without a certificate)');
   if (o.tls !== undefined && o.tls !== 'mesh' && identity !== undefined) throw new UsageError(`--tls ${o.tls} cannot carry a client identity`);
   return { ip: o.fromIp, identity, tls: o.tls as ProbeClient['tls'], sni: o.sni };
 }
@@ -59,8 +61,7 @@ export function clientOf(ws: Workspace, o: Pick<ExplainOptions, 'fromIp' | 'from
 /** Renders an explain result for people. */
 export function formatExplain(r: ExplainResult, color: boolean): string {
   const c = palette(color);
-  const verdict =
-    r.decision === 'allow' ? c.green('ALLOW') : r.decision === 'audit-allow' ? c.yellow('AUDIT-ALLOW') : c.red(`DENY (${r.denyKind})`);
+  const verdict = r.decision === 'allow' ? c.green('ALLOW') : r.decision === 'audit-allow' ? c.yellow('AUDIT-ALLOW') : c.red(`DENY (${r.denyKind})`);
   const width = Math.max(...r.chain.map((s) => s.step.length));
   const lines = r.chain.map((s) => `  ${c.dim(s.step.padEnd(width))}  ${s.detail}`);
   return `${verdict}  level ${r.level}, ${r.server.kind}/${r.server.name}${r.route ? `, route ${r.route.kind}/${r.route.name}` : ''}${r.authz ? `, authz ${r.authz.kind}/${r.authz.name}` : ''}\n${lines.join('\n')}\n`;

@@ -3,11 +3,11 @@
  */
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { type Document, LineCounter, isMap, isSeq, parseDocument } from 'yaml';
-import { type Diagnostic, type SourcePos, diagnostic } from '../../core/index.js';
+import { type Document, isMap, isSeq, LineCounter, parseDocument } from 'yaml';
+import { type Diagnostic, diagnostic, type SourcePos } from '../../core/index.js';
 import type { ManifestDocument } from '../../manifest/index.js';
 import { clusterConfig } from '../cluster-config.js';
-import { type ExplainResult, type ProbeClient, type ProbeTraffic, evaluate } from '../evaluate.js';
+import { type ExplainResult, evaluate, type ProbeClient, type ProbeTraffic } from '../evaluate.js';
 import { type CliIo, EXIT, UsageError } from '../io.js';
 import { formatDiagnostics, json, palette } from '../output.js';
 import { parseResourceArg, podsOf } from '../target.js';
@@ -108,15 +108,22 @@ function readTest(r: SuiteReader, raw: unknown, i: number): SuiteTest | undefine
   const to = r.obj(t.to, [...path, 'to']);
   if (to === undefined) r.fail([...path, 'to'], 'is required ({pod: NS/NAME, port} or {workload: deploy/NAME, namespace, port})');
   const port = to?.port;
-  if (to !== undefined && (typeof port !== 'number' || !Number.isInteger(port) || port < 1 || port > 65535)) r.fail([...path, 'to', 'port'], 'must be a port number 1-65535');
+  if (to !== undefined && (typeof port !== 'number' || !Number.isInteger(port) || port < 1 || port > 65535))
+    r.fail([...path, 'to', 'port'], 'must be a port number 1-65535');
   const pod = to ? r.str(to, 'pod', [...path, 'to']) : undefined;
   const workload = to ? r.str(to, 'workload', [...path, 'to']) : undefined;
   if (to !== undefined && (pod === undefined) === (workload === undefined)) r.fail([...path, 'to'], 'needs exactly one of pod and workload');
   const from = r.obj(t.from, [...path, 'from']) ?? {};
   const identity = from.identity === null ? null : r.str(from, 'identity', [...path, 'from']);
   const tls = r.str(from, 'tls', [...path, 'from']);
-  if (tls !== undefined && !['none', 'mesh', 'no-client-cert', 'passthrough'].includes(tls)) r.fail([...path, 'from', 'tls'], 'must be none, mesh, no-client-cert or passthrough');
-  const client: ProbeClient = { ip: r.str(from, 'ip', [...path, 'from']), identity, tls: tls as ProbeClient['tls'], sni: r.str(from, 'sni', [...path, 'from']) };
+  if (tls !== undefined && !['none', 'mesh', 'no-client-cert', 'passthrough'].includes(tls))
+    r.fail([...path, 'from', 'tls'], 'must be none, mesh, no-client-cert or passthrough');
+  const client: ProbeClient = {
+    ip: r.str(from, 'ip', [...path, 'from']),
+    identity,
+    tls: tls as ProbeClient['tls'],
+    sni: r.str(from, 'sni', [...path, 'from']),
+  };
   let traffic: ProbeTraffic = { kind: 'tcp' };
   const kinds = ['http', 'grpc', 'tcp'].filter((k) => t[k] !== undefined && t[k] !== false);
   if (kinds.length > 1) r.fail(path, 'give only one of http, grpc and tcp');
@@ -139,7 +146,8 @@ function readTest(r: SuiteReader, raw: unknown, i: number): SuiteTest | undefine
   const expect: Record<string, string | null> = {};
   if (e === undefined) r.fail([...path, 'expect'], 'is required (at least decision)');
   else {
-    for (const k of Object.keys(e)) if (!(EXPECT_KEYS as readonly string[]).includes(k)) r.fail([...path, 'expect', k], `unknown key (use ${EXPECT_KEYS.join(', ')})`);
+    for (const k of Object.keys(e))
+      if (!(EXPECT_KEYS as readonly string[]).includes(k)) r.fail([...path, 'expect', k], `unknown key (use ${EXPECT_KEYS.join(', ')})`);
     for (const k of EXPECT_KEYS) {
       if (e[k] === null) expect[k] = null;
       else {
@@ -148,12 +156,18 @@ function readTest(r: SuiteReader, raw: unknown, i: number): SuiteTest | undefine
       }
     }
     const d = expect.decision;
-    if (d !== undefined && d !== null && !['allow', 'audit-allow', 'deny'].includes(d)) r.fail([...path, 'expect', 'decision'], 'must be allow, audit-allow or deny');
+    if (d !== undefined && d !== null && !['allow', 'audit-allow', 'deny'].includes(d))
+      r.fail([...path, 'expect', 'decision'], 'must be allow, audit-allow or deny');
   }
   if (r.diagnostics.length > before) return undefined;
   return {
     name,
-    to: { ...(pod !== undefined ? { pod } : {}), ...(workload !== undefined ? { workload } : {}), ...(typeof to?.namespace === 'string' ? { namespace: to.namespace } : {}), port: port as number },
+    to: {
+      ...(pod !== undefined ? { pod } : {}),
+      ...(workload !== undefined ? { workload } : {}),
+      ...(typeof to?.namespace === 'string' ? { namespace: to.namespace } : {}),
+      port: port as number,
+    },
     client,
     traffic,
     expect,
@@ -212,10 +226,11 @@ export function runSuite(file: string): { results: TestResult[]; diagnostics: Di
     r.fail([], 'a suite is a mapping with tests (and optional cluster, manifests, resources)');
     return { results: [], diagnostics: r.diagnostics };
   }
-  for (const k of Object.keys(root)) if (!['cluster', 'manifests', 'resources', 'tests'].includes(k)) r.fail([k], 'unknown key (use cluster, manifests, resources, tests)');
+  for (const k of Object.keys(root))
+    if (!['cluster', 'manifests', 'resources', 'tests'].includes(k)) r.fail([k], 'unknown key (use cluster, manifests, resources, tests)');
   const cluster = r.obj(root.cluster, ['cluster']) ?? {};
   const listOrUndef = (k: string) => (cluster[k] === undefined ? undefined : r.list(cluster[k], ['cluster', k]).map(String));
-  let config;
+  let config: ReturnType<typeof clusterConfig>;
   try {
     config = clusterConfig({
       defaultPolicy: r.str(cluster, 'defaultPolicy', ['cluster']),
@@ -280,7 +295,9 @@ function junit(results: readonly TestResult[]): string {
   for (const r of results) bySuite.set(r.suite, [...(bySuite.get(r.suite) ?? []), r]);
   const suites = [...bySuite].map(([suite, rs]) => {
     const cases = rs.map((r) => {
-      const body = r.passed ? '' : `<failure message="${escapeXml(r.error ?? mismatchText(r))}">${escapeXml(r.actual ? r.actual.chain.map((c) => `${c.step}: ${c.detail}`).join('\n') : '')}</failure>`;
+      const body = r.passed
+        ? ''
+        : `<failure message="${escapeXml(r.error ?? mismatchText(r))}">${escapeXml(r.actual ? r.actual.chain.map((c) => `${c.step}: ${c.detail}`).join('\n') : '')}</failure>`;
       return `    <testcase classname="${escapeXml(suite)}" name="${escapeXml(r.name)}">${body}</testcase>`;
     });
     return `  <testsuite name="${escapeXml(suite)}" tests="${rs.length}" failures="${rs.filter((r) => !r.passed).length}">\n${cases.join('\n')}\n  </testsuite>`;

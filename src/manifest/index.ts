@@ -1,0 +1,37 @@
+/**
+ * Public surface of `manifest`: loading manifests with positions, decoding them into typed
+ * resources per CRD version, the admission webhook's rules, per-resource lint, workload
+ * expansion and the injector's pod transform.
+ */
+
+export {
+  type AdmissionContext,
+  type AdmissionVerdict,
+  admitDecoded,
+  admitResource,
+  isGroup,
+  isLinkerdAtMost217,
+} from './admission.js';
+export {
+  ANNOTATIONS,
+  checkPortSet,
+  type PortSetError,
+  parseDefaultPolicy,
+  parsePortSet,
+} from './annotations.js';
+export { type DecodeResult, type DocumentRef, decodeResource, formatPath, splitApiVersion } from './decode.js';
+export { parseGoDurationMs } from './go-duration.js';
+export { DEFAULT_OPAQUE_PORTS, type InjectConfig, injectPod, isInjectedPod, isMeshedPod, PROXY_CONTAINER_NAME } from './inject.js';
+export { lintResource } from './lint-resource.js';
+export {
+  documentAt,
+  documentFromObject,
+  type LoadOptions,
+  type LoadResult,
+  loadManifests,
+  type ManifestDocument,
+  parseManifestText,
+} from './load.js';
+export { HTTP_METHODS } from './route-schemas.js';
+export * from './types.js';
+export { expandWorkloads, isWorkload } from './workloads.js';

@@ -1,0 +1,90 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { decodeResource } from './decode.js';
+import { parseManifestText } from './load.js';
+import type { Resource } from './types.js';
+import { expandWorkloads } from './workloads.js';
+
+function resources(text: string): Resource[] {
+  return parseManifestText(text, 'w.yaml').documents.flatMap((doc) => {
+    const r = decodeResource(doc);
+    assert.equal(r.status, 'ok', JSON.stringify(r.diagnostics));
+    return r.status === 'ok' ? [r.resource] : [];
+  });
+}
+
+const workload = (apiVersion: string, kind: string, name: string, extra = '') => `apiVersion: ${apiVersion}
+kind: ${kind}
+metadata: {name: ${name}, namespace: shop}
+spec:
+${extra}  template:
+    metadata:
+      labels: {app: ${name}}
+      annotations: {config.linkerd.io/default-inbound-policy: deny}
+    spec:
+      serviceAccountName: ${name}
+      containers: [{name: main, ports: [{name: http, containerPort: 8080}]}]
+`;
+
+describe('expandWorkloads', () => {
+  it('builds <workload>-<i> pods from the template, replicas for replicated kinds and one otherwise', () => {
+    const rs = resources(
+      [
+        workload('apps/v1', 'Deployment', 'web', '  replicas: 3\n'),
+        workload('apps/v1', 'StatefulSet', 'db'),
+        workload('apps/v1', 'DaemonSet', 'agent'),
+        workload('apps/v1', 'ReplicaSet', 'idle', '  replicas: 0\n'),
+        workload('batch/v1', 'Job', 'migrate'),
+        'apiVersion: v1\nkind: Pod\nmetadata: {name: solo}\nspec: {containers: [{name: c}]}\n',
+      ].join('---\n'),
+    );
+    const pods = expandWorkloads(rs);
+    assert.deepEqual(
+      pods.map((p) => [p.metadata.namespace, p.metadata.name, p.owner]),
+      [
+        ['shop', 'web-0', 'Deployment/web'],
+        ['shop', 'web-1', 'Deployment/web'],
+        ['shop', 'web-2', 'Deployment/web'],
+        ['shop', 'db-0', 'StatefulSet/db'],
+        ['shop', 'agent-0', 'DaemonSet/agent'],
+        ['shop', 'migrate-0', 'Job/migrate'],
+      ],
+    );
+    const [web1] = pods.slice(1);
+    assert.ok(web1);
+    const { origin, ...rest } = web1;
+    assert.deepEqual(rest, {
+      kind: 'Pod',
+      apiVersion: 'v1',
+      metadata: {
+        namespace: 'shop',
+        name: 'web-1',
+        labels: { app: 'web' },
+        annotations: { 'config.linkerd.io/default-inbound-policy': 'deny' },
+      },
+      spec: { serviceAccountName: 'web', containers: [{ name: 'main', ports: [{ name: 'http', containerPort: 8080 }] }] },
+      owner: 'Deployment/web',
+    });
+    assert.equal(origin, rs[0]?.origin, 'pods keep the workload origin');
+    assert.deepEqual(origin?.source, { file: 'w.yaml', line: 1, col: 1 });
+  });
+
+  it('expands a CronJob from its job template', () => {
+    const rs = resources(`apiVersion: batch/v1
+kind: CronJob
+metadata: {name: nightly, namespace: ops}
+spec:
+  schedule: "0 0 * * *"
+  jobTemplate:
+    spec:
+      template:
+        metadata: {labels: {job: nightly}}
+        spec: {containers: [{name: c}]}
+`);
+    const pods = expandWorkloads(rs);
+    assert.deepEqual(
+      pods.map((p) => [p.metadata.name, p.metadata.labels, p.owner]),
+      [['nightly-0', { job: 'nightly' }, 'CronJob/nightly']],
+    );
+  });
+});
