@@ -126,7 +126,7 @@ function serverStep(ws: Workspace, p: Probe, server: InboundServer): string {
   const binding = ws.index.bindings(p.namespace, p.pod).find((b) => b.port === p.port);
   if (server.meta.kind === 'server' && binding !== undefined) {
     const srv = ws.index.servers(p.namespace).find((s) => s.metadata.name === binding.server);
-    const how = typeof srv?.spec.port === 'string' ? `port name "${srv.spec.port}" resolves to ${p.port}` : `port ${p.port}`;
+    const how = typeof srv?.spec.port === 'string' ? `port "${srv.spec.port}" (the container port name, here ${p.port})` : `port ${p.port}`;
     const lost = binding.losers.length > 0 ? `; it wins over ${binding.losers.join(', ')} (oldest first, then name)` : '';
     return `Server ${binding.server} selects this pod and binds ${how}${lost}. Only authorizations that reference it apply (the default policy no longer does).`;
   }
