@@ -144,6 +144,8 @@ function serverStep(ws: Workspace, p: Probe, server: InboundServer): string {
 
 /** Evaluates a probe. Throws `UsageError` when the pod does not exist or the input is malformed. */
 export function evaluate(ws: Workspace, p: Probe): ExplainResult {
+  // Checked before the lookup, which would otherwise keep a cell for the invalid port.
+  if (!Number.isInteger(p.port) || p.port < 1 || p.port > 65535) throw new UsageError(`port ${p.port} is out of range 1-65535`);
   const cell = ws.index.lookup(p.namespace, p.pod, p.port);
   if (cell === undefined) {
     const unmeshed = ws.index.unmeshedPods().some((x) => x.metadata.namespace === p.namespace && x.metadata.name === p.pod);
@@ -153,7 +155,6 @@ export function evaluate(ws: Workspace, p: Probe): ExplainResult {
         : `pod ${p.namespace}/${p.pod} not found in the manifests`,
     );
   }
-  if (!Number.isInteger(p.port) || p.port < 1 || p.port > 65535) throw new UsageError(`port ${p.port} is out of range 1-65535`);
   const server = cell.value;
   const ipText = p.client.ip ?? defaultClientIp(ws);
   const ip = parseIp(ipText);

@@ -43,7 +43,7 @@ export function table(rows: readonly (readonly string[])[]): string {
 
 /** `file:line:col: severity CODE message` plus an indented hint line. */
 export function formatDiagnostic(d: Diagnostic, p: Palette): string {
-  const where = d.source !== undefined ? `${d.source.file}:${d.source.line}:${d.source.col}: ` : '';
+  const where = d.source === undefined ? '' : d.source.line > 0 ? `${d.source.file}:${d.source.line}:${d.source.col}: ` : `${d.source.file}: `;
   const sev = d.severity === 'error' ? p.red('error') : d.severity === 'warning' ? p.yellow('warning') : p.cyan('info');
   const res = d.resource !== undefined ? ` [${d.resource.kind} ${d.resource.namespace ? `${d.resource.namespace}/` : ''}${d.resource.name}]` : '';
   const hint = d.hint !== undefined ? `\n  ${p.dim(`hint: ${d.hint}`)}` : '';

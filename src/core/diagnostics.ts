@@ -228,7 +228,7 @@ export const CATALOG = {
     message: 'pod {pod} is not meshed (no linkerd.io/control-plane-ns label); no inbound policy applies to it',
   },
   POL113: {
-    severity: 'warning',
+    severity: 'info',
     message: 'Server {name} port {port} is not declared by pod {pod}; the Server still binds it',
   },
   // --- CLI usage (POL2xx) ---

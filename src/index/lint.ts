@@ -59,7 +59,7 @@ export function lintIndex(index: PolicyIndex, resources: readonly Resource[]): D
       const port = s.spec.port;
       if (typeof port === 'string' && !p.namedPorts.has(port)) push('POL104', { name: s.metadata.name, port, pod: `${ns}/${p.name}` }, s, ['spec', 'port']);
       if (typeof port === 'number' && !p.declaredPorts.has(port)) {
-        out.push(diagnostic('POL113', { name: s.metadata.name, port, pod: `${ns}/${p.name}` }, { ...at(s, ['spec', 'port']), severity: 'info' }));
+        out.push(diagnostic('POL113', { name: s.metadata.name, port, pod: `${ns}/${p.name}` }, at(s, ['spec', 'port'])));
       }
     }
   }
@@ -88,7 +88,11 @@ export function lintIndex(index: PolicyIndex, resources: readonly Resource[]): D
           'targetRef',
         ]);
       }
-      if (t.kind === 'httproute' && !objs.httpRoutes.some((h) => h.resource.metadata.name.toLowerCase() === t.name.toLowerCase())) {
+      // A route policy attaches only to a route of its own API group (policy.linkerd.io vs gateway).
+      if (
+        t.kind === 'httproute' &&
+        !objs.httpRoutes.some((h) => h.resource.kind === 'HTTPRoute' && h.resource.spec.group === t.group && sameName(h.resource.metadata.name, t.name))
+      ) {
         push('POL102', { what: 'targetRef', target: `HTTPRoute ${t.name}`, namespace: ns, consequence: '; the policy authorizes nothing' }, r, [
           'spec',
           'targetRef',

@@ -59,6 +59,8 @@ export interface ClusterConfig {
 export interface IndexedResource<T> {
   readonly resource: Resource;
   readonly converted: Converted<T>;
+  /** The latest update, when it failed conversion and `resource` (the last valid version) stays in force. */
+  readonly rejected?: { readonly resource: Resource; readonly reason: string } | undefined;
 }
 
 /** A route's acceptance by one Server parent (the emulated status controller, §1.7). */
@@ -219,8 +221,9 @@ export class PolicyIndex {
   #store<T>(map: Map<string, IndexedResource<T>>, key: string, resource: Resource, converted: Converted<T>): boolean {
     const prev = map.get(key);
     if (!converted.ok && prev !== undefined && prev.converted.ok) {
-      // Stale retention: an invalid update leaves the last valid version in force.
-      map.set(key, { resource: prev.resource, converted: prev.converted });
+      // Stale retention: an invalid update leaves the last valid version in force; the rejected
+      // update is remembered so it can still be reported.
+      map.set(key, { resource: prev.resource, converted: prev.converted, rejected: { resource, reason: converted.reason } });
       return false;
     }
     map.set(key, { resource, converted });
@@ -741,13 +744,22 @@ export class PolicyIndex {
     return this.#namespaces.get(namespace)?.routeStatus ?? new Map();
   }
 
-  /** Resources held in a namespace whose conversion failed (ignored by the index), with the reason. */
+  /**
+   * Resources of a namespace whose conversion failed (ignored by the index), with the reason. An
+   * invalid update of a valid object is listed too: the update is ignored and the previous
+   * version stays in force (§3.8).
+   */
   ignored(namespace: string): { resource: Resource; reason: string }[] {
     const ns = this.#namespaces.get(namespace);
     if (ns === undefined) return [];
     const out: { resource: Resource; reason: string }[] = [];
     const maps: Map<string, IndexedResource<unknown>>[] = [ns.sazs, ns.aps, ns.meshtls, ns.netauthn, ns.httpRoutes, ns.grpcRoutes];
-    for (const m of maps) for (const e of m.values()) if (!e.converted.ok) out.push({ resource: e.resource, reason: e.converted.reason });
+    for (const m of maps) {
+      for (const e of m.values()) {
+        if (!e.converted.ok) out.push({ resource: e.resource, reason: e.converted.reason });
+        else if (e.rejected !== undefined) out.push({ resource: e.rejected.resource, reason: `${e.rejected.reason}; the previous version stays in force` });
+      }
+    }
     return out;
   }
 

@@ -65,8 +65,10 @@ describe('expandWorkloads', () => {
       spec: { serviceAccountName: 'web', containers: [{ name: 'main', ports: [{ name: 'http', containerPort: 8080 }] }] },
       owner: 'Deployment/web',
     });
-    assert.equal(origin, rs[0]?.origin, 'pods keep the workload origin');
+    assert.deepEqual(origin?.source, rs[0]?.origin?.source, 'pods point at their workload');
     assert.deepEqual(origin?.source, { file: 'w.yaml', line: 1, col: 1 });
+    // Pod paths land inside the workload's pod template.
+    assert.deepEqual(origin?.positionOf(['spec', 'containers', 0, 'ports']), rs[0]?.origin?.positionOf(['spec', 'template', 'spec', 'containers', 0, 'ports']));
   });
 
   it('expands a CronJob from its job template', () => {

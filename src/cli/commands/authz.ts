@@ -38,10 +38,10 @@ function routesOf(s: InboundServer): readonly (HttpRoute | GrpcRoute)[] {
   return [];
 }
 
-/** Runs `ward authz`. */
+/** Runs `ward authz`. `namespace` undefined means all namespaces (`-A`). */
 export function runAuthz(ws: Workspace, resource: string, namespace: string | undefined, output: string, io: CliIo): number {
   const arg = parseResourceArg(resource);
-  const pods = podsOf(ws, arg, namespace ?? (arg.kind === 'Namespace' ? undefined : 'default'));
+  const pods = podsOf(ws, arg, namespace);
   if (pods.length === 0) throw new UsageError(`no meshed pods found for ${resource}${namespace ? ` in namespace ${namespace}` : ''}`);
   const view = pods.map((p) => ({
     namespace: p.namespace,

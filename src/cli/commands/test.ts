@@ -3,7 +3,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { type Document, isMap, isSeq, LineCounter, parseDocument } from 'yaml';
+import { type Document, isMap, isScalar, isSeq, LineCounter, parseDocument } from 'yaml';
 import { type Diagnostic, diagnostic, type SourcePos } from '../../core/index.js';
 import type { ManifestDocument } from '../../manifest/index.js';
 import { clusterConfig } from '../cluster-config.js';
@@ -51,8 +51,20 @@ class SuiteReader {
     }
   }
 
-  fail(path: Path, detail: string): void {
-    this.diagnostics.push(diagnostic('POL201', { detail: `${path.join('.') || '(suite)'}: ${detail}` }, { source: this.pos(path) }));
+  /** Position of the key of the mapping entry at `path` (for unknown keys), else of its value. */
+  keyPos(path: Path): SourcePos {
+    const parent = path.length === 1 ? this.doc.contents : this.doc.getIn(path.slice(0, -1), true);
+    if (isMap(parent)) {
+      const key = parent.items.find((item) => isScalar(item.key) && item.key.value === path[path.length - 1])?.key;
+      const range = isScalar(key) ? key.range : undefined;
+      if (range !== undefined && range !== null) return { file: this.file, ...this.lines.linePos(range[0]) };
+    }
+    return this.pos(path);
+  }
+
+  fail(path: Path, detail: string, at: 'value' | 'key' = 'value'): void {
+    const source = at === 'key' ? this.keyPos(path) : this.pos(path);
+    this.diagnostics.push(diagnostic('POL201', { detail: `${path.join('.') || '(suite)'}: ${detail}` }, { source }));
   }
 
   str(obj: Obj, key: string, path: Path, required = false): string | undefined {
@@ -147,7 +159,7 @@ function readTest(r: SuiteReader, raw: unknown, i: number): SuiteTest | undefine
   if (e === undefined) r.fail([...path, 'expect'], 'is required (at least decision)');
   else {
     for (const k of Object.keys(e))
-      if (!(EXPECT_KEYS as readonly string[]).includes(k)) r.fail([...path, 'expect', k], `unknown key (use ${EXPECT_KEYS.join(', ')})`);
+      if (!(EXPECT_KEYS as readonly string[]).includes(k)) r.fail([...path, 'expect', k], `unknown key (use ${EXPECT_KEYS.join(', ')})`, 'key');
     for (const k of EXPECT_KEYS) {
       if (e[k] === null) expect[k] = null;
       else {
@@ -214,20 +226,27 @@ export function runSuite(file: string): { results: TestResult[]; diagnostics: Di
     return { results: [], diagnostics: [diagnostic('POL003', { path: file, detail: (e as Error).message }, { source: { file, line: 0, col: 0 } })] };
   }
   const lines = new LineCounter();
-  const doc = parseDocument(text, { lineCounter: lines });
+  // Plain messages (as for manifests): the position is reported separately.
+  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false });
   const r = new SuiteReader(file, doc, lines);
-  for (const err of doc.errors) {
-    const lp = err.linePos?.[0];
-    r.diagnostics.push(diagnostic('POL001', { detail: err.message.split('\n')[0] ?? err.code }, { source: { file, line: lp?.line ?? 1, col: lp?.col ?? 1 } }));
-  }
+  const posAt = (offset: number): SourcePos => ({ file, ...lines.linePos(offset) });
+  for (const err of doc.errors) r.diagnostics.push(diagnostic('POL001', { detail: `${err.code}: ${err.message}` }, { source: posAt(err.pos[0]) }));
   if (r.diagnostics.length > 0) return { results: [], diagnostics: r.diagnostics };
-  const root = r.obj(doc.toJS(), []);
+  let value: unknown;
+  try {
+    value = doc.toJS();
+  } catch (e) {
+    // e.g. an alias bomb ("Excessive alias count"): bad input, not a crash.
+    r.diagnostics.push(diagnostic('POL001', { detail: e instanceof Error ? e.message : String(e) }, { source: posAt(doc.contents?.range?.[0] ?? 0) }));
+    return { results: [], diagnostics: r.diagnostics };
+  }
+  const root = r.obj(value, []);
   if (root === undefined || !isMap(doc.contents)) {
     r.fail([], 'a suite is a mapping with tests (and optional cluster, manifests, resources)');
     return { results: [], diagnostics: r.diagnostics };
   }
   for (const k of Object.keys(root))
-    if (!['cluster', 'manifests', 'resources', 'tests'].includes(k)) r.fail([k], 'unknown key (use cluster, manifests, resources, tests)');
+    if (!['cluster', 'manifests', 'resources', 'tests'].includes(k)) r.fail([k], 'unknown key (use cluster, manifests, resources, tests)', 'key');
   const cluster = r.obj(root.cluster, ['cluster']) ?? {};
   const listOrUndef = (k: string) => (cluster[k] === undefined ? undefined : r.list(cluster[k], ['cluster', k]).map(String));
   let config: ReturnType<typeof clusterConfig>;
