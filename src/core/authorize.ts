@@ -16,7 +16,7 @@ import { type Authorization, type ClientAuthentication, defaultMeta, httpRoutesO
 import { NetworkSet } from './network-match.js';
 import {
   type CompiledGrpcRoute,
-  type CompiledHttpRoute,
+  type CompiledHttpTable,
   compileGrpcRoutes,
   compileHttpRoutes,
   normalizeHost,
@@ -101,7 +101,7 @@ export interface CompiledServer {
   readonly server: InboundServer;
   /** Server authorizations followed by `default:localhost`. */
   readonly authzs: readonly CompiledAuthz[];
-  readonly httpRoutes: readonly CompiledHttpRoute<RouteData>[] | undefined;
+  readonly httpRoutes: CompiledHttpTable<RouteData> | undefined;
   readonly grpcRoutes: readonly CompiledGrpcRoute<RouteData>[] | undefined;
   /** Set when the policy is unusable: every request gets 500 and connections are refused. */
   readonly invalid: string | undefined;
@@ -162,7 +162,7 @@ export function compileServer(server: InboundServer): CompiledServer {
     authzs: r.authorizations.length === 0 ? serverAuthzs : [...r.authorizations.map(compileAuthz), ...serverAuthzs],
   });
   let invalid = invalidReason(server.authorizations);
-  let httpRoutes: CompiledHttpRoute<RouteData>[] | undefined;
+  let httpRoutes: CompiledHttpTable<RouteData> | undefined;
   let grpcRoutes: CompiledGrpcRoute<RouteData>[] | undefined;
   try {
     const http = httpRoutesOf(server.protocol);
@@ -181,10 +181,14 @@ export function compileServer(server: InboundServer): CompiledServer {
 }
 
 /** True when the client's identity satisfies `a`'s identity list (DNS suffixes never match URIs). */
-function identityOk(a: CompiledAuthz, id: string): boolean {
+function identityOk(a: CompiledAuthz, id: string, isUri: boolean): boolean {
   if (a.identities.has(id)) return true;
-  if (a.suffixes.length === 0 || isUriIdentity(id)) return false;
-  for (const s of a.suffixes) if (s === '' || id.endsWith(s)) return true;
+  if (isUri) return false;
+  const suffixes = a.suffixes;
+  for (let i = 0; i < suffixes.length; i++) {
+    const s = suffixes[i] as string;
+    if (s === '' || id.endsWith(s)) return true;
+  }
   return false;
 }
 
@@ -197,7 +201,7 @@ export function authenticationMismatch(a: CompiledAuthz, tls: TlsState): string 
   }
   if (a.authn === 1) return undefined;
   if (tls.clientId === undefined) return 'requires a client identity, but the client sent no certificate';
-  if (identityOk(a, tls.clientId)) return undefined;
+  if (identityOk(a, tls.clientId, isUriIdentity(tls.clientId))) return undefined;
   if (isUriIdentity(tls.clientId) && a.suffixes.length > 0 && a.identities.size === 0) {
     return `identity ${tls.clientId} is a URI; wildcard and suffix matches only cover DNS-like identities`;
   }
@@ -206,18 +210,23 @@ export function authenticationMismatch(a: CompiledAuthz, tls: TlsState): string 
 
 /** True when the client satisfies authorization `a`. */
 export function authzMatches(a: CompiledAuthz, client: ClientInfo): boolean {
-  if (!a.networks.has(client.ip)) return false;
-  if (a.authn === 0) return true;
-  const tls = client.tls;
-  if (tls.kind !== 'established') return false;
-  if (a.authn === 1) return true;
-  return tls.clientId !== undefined && identityOk(a, tls.clientId);
+  return firstMatch([a], client) !== undefined;
 }
 
+/** The first authorization in `authzs` the client satisfies. Client facts are derived once per call. */
 function firstMatch(authzs: readonly CompiledAuthz[], client: ClientInfo): CompiledAuthz | undefined {
+  const tls = client.tls;
+  const established = tls.kind === 'established';
+  const id = established ? tls.clientId : undefined;
+  const isUri = id !== undefined && isUriIdentity(id);
+  const ip = client.ip;
   for (let i = 0; i < authzs.length; i++) {
     const a = authzs[i] as CompiledAuthz;
-    if (authzMatches(a, client)) return a;
+    if (!a.networks.has(ip)) continue;
+    if (a.authn === 0) return a;
+    if (!established) continue;
+    if (a.authn === 1) return a;
+    if (id !== undefined && identityOk(a, id, isUri)) return a;
   }
   return undefined;
 }

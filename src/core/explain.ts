@@ -102,7 +102,7 @@ export function traceRequest(cs: CompiledServer, client: ClientInfo, req: Reques
     const miss = grpcRouteMismatch(r, rr);
     routes.push({ meta: r.route.meta, outcome: sameMeta(r.route.meta) ? 'selected' : (miss ?? 'matches') });
   }
-  for (const r of cs.httpRoutes ?? []) {
+  for (const r of cs.httpRoutes?.routes ?? []) {
     const miss = httpRouteMismatch(r, rr);
     routes.push({ meta: r.route.meta, outcome: sameMeta(r.route.meta) ? 'selected' : (miss ?? 'matches') });
   }

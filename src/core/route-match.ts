@@ -20,26 +20,27 @@ export interface RouteRequest {
   readonly headers: Readonly<Record<string, string | readonly string[] | undefined>>;
 }
 
-/** A compiled host match: scores exact above suffix, then longer above shorter. */
+/** A compiled host match: exactly one of `exact` / `suffix` is set (fields always present for V8). */
 interface CompiledHost {
-  readonly exact?: string;
+  readonly exact: string | undefined;
   /** `.example.com` for `*.example.com`. */
-  readonly suffix?: string;
+  readonly suffix: string | undefined;
 }
 
 const HOST_EXACT = 2_000_000;
 const HOST_SUFFIX = 1_000_000;
 
 function compileHost(h: HostMatch): CompiledHost {
-  if (h.kind === 'exact') return { exact: h.value.toLowerCase().replace(/\.$/, '') };
-  return { suffix: `.${[...h.reverseLabels].reverse().join('.').toLowerCase()}` };
+  if (h.kind === 'exact') return { exact: h.value.toLowerCase().replace(/\.$/, ''), suffix: undefined };
+  return { exact: undefined, suffix: `.${[...h.reverseLabels].reverse().join('.').toLowerCase()}` };
 }
 
 /** Score of the best matching host of a route; 0 when the route has no hosts; -1 when none matches. */
 function hostScore(hosts: readonly CompiledHost[], host: string): number {
   if (hosts.length === 0) return 0;
   let best = -1;
-  for (const h of hosts) {
+  for (let i = 0; i < hosts.length; i++) {
+    const h = hosts[i] as CompiledHost;
     let s = -1;
     if (h.exact !== undefined) {
       if (h.exact === host) s = HOST_EXACT + h.exact.length;
@@ -53,13 +54,13 @@ function hostScore(hosts: readonly CompiledHost[], host: string): number {
 
 interface CompiledValueMatch {
   readonly name: string;
-  readonly exact?: string;
-  readonly regex?: RegExp;
+  readonly exact: string | undefined;
+  readonly regex: RegExp | undefined;
 }
 
 function compileValueMatch(m: ValueMatch, lowerName: boolean): CompiledValueMatch {
   const name = lowerName ? m.name.toLowerCase() : m.name;
-  return m.kind === 'exact' ? { name, exact: m.value } : { name, regex: wholeRegex(m.value) };
+  return m.kind === 'exact' ? { name, exact: m.value, regex: undefined } : { name, exact: undefined, regex: wholeRegex(m.value) };
 }
 
 function wholeRegex(pattern: string): RegExp {
@@ -74,52 +75,54 @@ function headerOk(m: CompiledValueMatch, headers: RouteRequest['headers']): bool
   const v = headers[m.name];
   if (v === undefined) return false;
   if (typeof v === 'string') return valueOk(m, v);
-  for (const x of v) if (valueOk(m, x)) return true;
+  for (let i = 0; i < v.length; i++) if (valueOk(m, v[i] as string)) return true;
   return false;
 }
 
+const PATH_EXACT = 0;
+const PATH_PREFIX = 1;
+const PATH_REGEX = 2;
+
 interface CompiledPath {
-  readonly kind: PathMatch['kind'];
+  readonly kind: 0 | 1 | 2;
+  /** Exact value, or prefix without trailing slashes ('' matches everything). */
   readonly value: string;
-  readonly regex?: RegExp;
+  readonly regex: RegExp | undefined;
 }
 
 /** Returns the path-match length, or -1 when the path does not match. */
 function pathScore(p: CompiledPath, path: string): number {
-  switch (p.kind) {
-    case 'exact':
-      return path === p.value ? p.value.length : -1;
-    case 'prefix': {
-      // "/" and "" match everything and count as length 1; a trailing "/" is not significant.
-      if (p.value === '') return 1;
-      if (!path.startsWith(p.value)) return -1;
-      if (path.length !== p.value.length && path.charCodeAt(p.value.length) !== 47) return -1;
-      return p.value.length;
-    }
-    case 'regex':
-      return (p.regex as RegExp).test(path) ? path.length : -1;
+  if (p.kind === PATH_EXACT) return path === p.value ? p.value.length : -1;
+  if (p.kind === PATH_PREFIX) {
+    // "/" matches everything and counts as length 1; a trailing "/" is not significant.
+    const v = p.value;
+    if (v === '') return 1;
+    if (!path.startsWith(v)) return -1;
+    if (path.length !== v.length && path.charCodeAt(v.length) !== 47) return -1;
+    return v.length;
   }
+  return (p.regex as RegExp).test(path) ? path.length : -1;
 }
 
 interface CompiledHttpMatch {
-  readonly path?: CompiledPath;
+  readonly path: CompiledPath | undefined;
   readonly headers: readonly CompiledValueMatch[];
   readonly query: readonly CompiledValueMatch[];
-  readonly method?: string;
+  readonly method: string | undefined;
+}
+
+function compilePath(p: PathMatch): CompiledPath {
+  if (p.kind === 'regex') return { kind: PATH_REGEX, value: p.value, regex: wholeRegex(p.value) };
+  if (p.kind === 'prefix') return { kind: PATH_PREFIX, value: p.value.replace(/\/+$/, ''), regex: undefined };
+  return { kind: PATH_EXACT, value: p.value, regex: undefined };
 }
 
 function compileHttpMatch(m: HttpRouteMatch): CompiledHttpMatch {
-  let path: CompiledPath | undefined;
-  if (m.path !== undefined) {
-    if (m.path.kind === 'regex') path = { kind: 'regex', value: m.path.value, regex: wholeRegex(m.path.value) };
-    else if (m.path.kind === 'prefix') path = { kind: 'prefix', value: m.path.value.replace(/\/+$/, '') };
-    else path = { kind: 'exact', value: m.path.value };
-  }
   return {
-    ...(path !== undefined ? { path } : {}),
+    path: m.path === undefined ? undefined : compilePath(m.path),
     headers: m.headers.map((h) => compileValueMatch(h, true)),
     query: m.queryParams.map((q) => compileValueMatch(q, false)),
-    ...(m.method !== undefined ? { method: m.method.toUpperCase() } : {}),
+    method: m.method === undefined ? undefined : m.method.toUpperCase(),
   };
 }
 
@@ -133,38 +136,92 @@ function combine(pathLen: number, headers: number, query: number, method: boolea
   return ((pathLen * 1000 + headers) * 1000 + query) * 2 + (method ? 1 : 0);
 }
 
-/** Score of one HTTP match, or -1. `params` is parsed lazily by the caller when needed. */
-function httpMatchScore(m: CompiledHttpMatch, req: RouteRequest, params: () => URLSearchParams): number {
+/** Score of one HTTP match, or -1. `params` is parsed once per request when any match needs it. */
+function httpMatchScore(m: CompiledHttpMatch, req: RouteRequest, params: URLSearchParams | undefined): number {
   if (m.method !== undefined && m.method !== req.method) return -1;
   let pathLen = 0;
   if (m.path !== undefined) {
     pathLen = pathScore(m.path, req.path);
     if (pathLen < 0) return -1;
   }
-  for (const h of m.headers) if (!headerOk(h, req.headers)) return -1;
-  if (m.query.length > 0) {
-    const p = params();
-    for (const q of m.query) if (!queryOk(q, p)) return -1;
+  const headers = m.headers;
+  for (let i = 0; i < headers.length; i++) if (!headerOk(headers[i] as CompiledValueMatch, req.headers)) return -1;
+  const query = m.query;
+  if (query.length > 0) {
+    const p = params ?? new URLSearchParams(req.query);
+    for (let i = 0; i < query.length; i++) if (!queryOk(query[i] as CompiledValueMatch, p)) return -1;
   }
-  return combine(pathLen, m.headers.length, m.query.length, m.method !== undefined);
+  return combine(pathLen, headers.length, query.length, m.method !== undefined);
 }
 
 /** A compiled HTTP route; `T` carries what the engine attaches (e.g. authorizations). */
 export interface CompiledHttpRoute<T> {
   readonly route: HttpRoute;
   readonly data: T;
+  /** Position in the route list: earlier routes win ties. */
+  readonly index: number;
   readonly hosts: readonly CompiledHost[];
   readonly rules: readonly (readonly CompiledHttpMatch[])[];
 }
 
+/** A node of the path-segment trie: routes with a literal match path ending here. */
+interface SegmentNode<T> {
+  readonly routes: CompiledHttpRoute<T>[];
+  readonly children: Map<string, SegmentNode<T>>;
+}
+
+/**
+ * Compiled HTTP routes indexed by path segments. A match with an Exact or PathPrefix path can
+ * only match requests whose path passes through that path's node (prefix matching is segment-wise),
+ * so a request scores the routes on the nodes along its own path plus the routes that have a
+ * match without a literal path (`always`). Ties are broken by route position, so precedence is
+ * exactly that of a scan over the whole list.
+ */
+export interface CompiledHttpTable<T> {
+  readonly routes: readonly CompiledHttpRoute<T>[];
+  readonly always: readonly CompiledHttpRoute<T>[];
+  readonly root: SegmentNode<T>;
+  readonly hasQuery: boolean;
+}
+
+function newNode<T>(): SegmentNode<T> {
+  return { routes: [], children: new Map() };
+}
+
 /** Compiles HTTP routes for matching. Throws on an invalid regex (the caller marks the policy invalid). */
-export function compileHttpRoutes<T>(routes: readonly HttpRoute[], data: (r: HttpRoute) => T): CompiledHttpRoute<T>[] {
-  return routes.map((route) => ({
+export function compileHttpRoutes<T>(routes: readonly HttpRoute[], data: (r: HttpRoute) => T): CompiledHttpTable<T> {
+  const compiled: CompiledHttpRoute<T>[] = routes.map((route, index) => ({
     route,
     data: data(route),
+    index,
     hosts: route.hosts.map(compileHost),
     rules: route.rules.map((rule) => rule.matches.map(compileHttpMatch)),
   }));
+  const root = newNode<T>();
+  const always: CompiledHttpRoute<T>[] = [];
+  for (const r of compiled) {
+    const literal = r.rules.every((rule) => rule.length > 0 && rule.every((m) => m.path !== undefined && m.path.kind !== PATH_REGEX && m.path.value !== ''));
+    if (!literal) {
+      always.push(r);
+      continue;
+    }
+    for (const rule of r.rules) {
+      for (const m of rule) {
+        let node = root;
+        for (const seg of (m.path as CompiledPath).value.slice(1).split('/')) {
+          let next = node.children.get(seg);
+          if (next === undefined) {
+            next = newNode<T>();
+            node.children.set(seg, next);
+          }
+          node = next;
+        }
+        if (!node.routes.includes(r)) node.routes.push(r);
+      }
+    }
+  }
+  const hasQuery = compiled.some((r) => r.rules.some((rule) => rule.some((m) => m.query.length > 0)));
+  return { routes: compiled, always, root, hasQuery };
 }
 
 /** Result of route selection: the route and the index of the matched rule. */
@@ -173,17 +230,21 @@ export interface RouteSelection<R> {
   readonly ruleIndex: number;
 }
 
-/** Best rule score of a route for a request, or -1 with the winning rule index. */
-function bestHttpRule<T>(r: CompiledHttpRoute<T>, req: RouteRequest, params: () => URLSearchParams): [number, number] {
+/** Rule index of the last `bestHttpRule`/`bestGrpcRule` call (avoids a tuple per route). */
+let lastRule = -1;
+
+/** Best rule score of a route for a request, or -1; the winning rule index is left in `lastRule`. */
+function bestHttpRule<T>(r: CompiledHttpRoute<T>, req: RouteRequest, params: URLSearchParams | undefined): number {
   let best = -1;
   let bestRule = -1;
-  for (let i = 0; i < r.rules.length; i++) {
-    const matches = r.rules[i] as readonly CompiledHttpMatch[];
+  const rules = r.rules;
+  for (let i = 0; i < rules.length; i++) {
+    const matches = rules[i] as readonly CompiledHttpMatch[];
     let s = -1;
     if (matches.length === 0) s = 0;
     else {
-      for (const m of matches) {
-        const ms = httpMatchScore(m, req, params);
+      for (let j = 0; j < matches.length; j++) {
+        const ms = httpMatchScore(matches[j] as CompiledHttpMatch, req, params);
         if (ms > s) s = ms;
       }
     }
@@ -192,49 +253,74 @@ function bestHttpRule<T>(r: CompiledHttpRoute<T>, req: RouteRequest, params: () 
       bestRule = i;
     }
   }
-  return [best, bestRule];
+  lastRule = bestRule;
+  return best;
 }
 
-function lazyParams(req: RouteRequest): () => URLSearchParams {
-  let params: URLSearchParams | undefined;
-  return () => {
-    params ??= new URLSearchParams(req.query);
-    return params;
-  };
+/** Running best candidate of a selection (reset per request). */
+interface Best<R> {
+  host: number;
+  score: number;
+  route: R | undefined;
+  rule: number;
+}
+
+function consider<T>(best: Best<CompiledHttpRoute<T>>, list: readonly CompiledHttpRoute<T>[], req: RouteRequest, params: URLSearchParams | undefined): void {
+  for (let i = 0; i < list.length; i++) {
+    const r = list[i] as CompiledHttpRoute<T>;
+    const hs = hostScore(r.hosts, req.host);
+    if (hs < 0 || hs < best.host) continue;
+    const score = bestHttpRule(r, req, params);
+    if (score < 0) continue;
+    if (hs > best.host || score > best.score || (score === best.score && r.index < (best.route as CompiledHttpRoute<T>).index)) {
+      best.host = hs;
+      best.score = score;
+      best.route = r;
+      best.rule = lastRule;
+    }
+  }
 }
 
 /** Selects the best HTTP route for a request, or undefined when none matches. */
-export function selectHttpRoute<T>(routes: readonly CompiledHttpRoute<T>[], req: RouteRequest): RouteSelection<CompiledHttpRoute<T>> | undefined {
-  const params = lazyParams(req);
-  let bestHost = -1;
-  let bestScore = -1;
-  let found: RouteSelection<CompiledHttpRoute<T>> | undefined;
-  for (const r of routes) {
-    const hs = hostScore(r.hosts, req.host);
-    if (hs < 0 || hs < bestHost) continue;
-    const [score, rule] = bestHttpRule(r, req, params);
-    if (score < 0) continue;
-    if (hs > bestHost || score > bestScore) {
-      bestHost = hs;
-      bestScore = score;
-      found = { route: r, ruleIndex: rule };
-    }
+export function selectHttpRoute<T>(table: CompiledHttpTable<T>, req: RouteRequest): RouteSelection<CompiledHttpRoute<T>> | undefined {
+  const params = table.hasQuery && req.query !== '' ? new URLSearchParams(req.query) : undefined;
+  const best: Best<CompiledHttpRoute<T>> = { host: -1, score: -1, route: undefined, rule: -1 };
+  consider(best, table.always, req, params);
+  // Walk the trie along the request path's segments.
+  const path = req.path;
+  let node: SegmentNode<T> | undefined = table.root;
+  let start = 1;
+  while (node !== undefined && start <= path.length) {
+    const slash = path.indexOf('/', start);
+    const end = slash === -1 ? path.length : slash;
+    node = node.children.get(path.slice(start, end));
+    if (node === undefined) break;
+    if (node.routes.length > 0) consider(best, node.routes, req, params);
+    if (slash === -1) break;
+    start = slash + 1;
   }
-  return found;
+  return best.route === undefined ? undefined : { route: best.route, ruleIndex: best.rule };
+}
+
+/** Route selection by a plain scan of every route in order: the oracle the trie is tested against. */
+export function selectHttpRouteByScan<T>(table: CompiledHttpTable<T>, req: RouteRequest): RouteSelection<CompiledHttpRoute<T>> | undefined {
+  const best: Best<CompiledHttpRoute<T>> = { host: -1, score: -1, route: undefined, rule: -1 };
+  consider(best, table.routes, req, req.query === '' ? undefined : new URLSearchParams(req.query));
+  return best.route === undefined ? undefined : { route: best.route, ruleIndex: best.rule };
 }
 
 /** Why a route did not match a request (for explain), or undefined when it matches. */
 export function httpRouteMismatch<T>(r: CompiledHttpRoute<T>, req: RouteRequest): string | undefined {
   if (hostScore(r.hosts, req.host) < 0) return `host "${req.host || '(none)'}" matches none of its hostnames`;
-  const [score] = bestHttpRule(r, req, lazyParams(req));
+  const score = bestHttpRule(r, req, req.query === '' ? undefined : new URLSearchParams(req.query));
   return score < 0 ? `no rule matches ${req.method} ${req.path}` : undefined;
 }
 
 // === gRPC ===
 
 interface CompiledGrpcMatch {
-  readonly service?: string;
-  readonly method?: string;
+  readonly service: string | undefined;
+  readonly method: string | undefined;
   readonly headers: readonly CompiledValueMatch[];
 }
 
@@ -254,8 +340,8 @@ export function compileGrpcRoutes<T>(routes: readonly GrpcRoute[], data: (r: Grp
     hosts: route.hosts.map(compileHost),
     rules: route.rules.map((rule) =>
       rule.matches.map((m) => ({
-        ...(m.rpc?.service !== undefined && m.rpc.service !== '' ? { service: m.rpc.service } : {}),
-        ...(m.rpc?.method !== undefined && m.rpc.method !== '' ? { method: m.rpc.method } : {}),
+        service: m.rpc?.service === undefined || m.rpc.service === '' ? undefined : m.rpc.service,
+        method: m.rpc?.method === undefined || m.rpc.method === '' ? undefined : m.rpc.method,
         headers: m.headers.map((h) => compileValueMatch(h, true)),
       })),
     ),
@@ -273,18 +359,18 @@ export function parseGrpcPath(path: string): { service: string; method: string }
 function grpcMatchScore(m: CompiledGrpcMatch, rpc: { service: string; method: string }, req: RouteRequest): number {
   if (m.service !== undefined && m.service !== rpc.service) return -1;
   if (m.method !== undefined && m.method !== rpc.method) return -1;
-  for (const h of m.headers) if (!headerOk(h, req.headers)) return -1;
+  for (let i = 0; i < m.headers.length; i++) if (!headerOk(m.headers[i] as CompiledValueMatch, req.headers)) return -1;
   return ((m.service?.length ?? 0) * 1000 + (m.method?.length ?? 0)) * 1000 + m.headers.length;
 }
 
-function bestGrpcRule<T>(r: CompiledGrpcRoute<T>, rpc: { service: string; method: string }, req: RouteRequest): [number, number] {
+function bestGrpcRule<T>(r: CompiledGrpcRoute<T>, rpc: { service: string; method: string }, req: RouteRequest): number {
   let best = -1;
   let bestRule = -1;
   for (let i = 0; i < r.rules.length; i++) {
     const matches = r.rules[i] as readonly CompiledGrpcMatch[];
     let s = matches.length === 0 ? 0 : -1;
-    for (const m of matches) {
-      const ms = grpcMatchScore(m, rpc, req);
+    for (let j = 0; j < matches.length; j++) {
+      const ms = grpcMatchScore(matches[j] as CompiledGrpcMatch, rpc, req);
       if (ms > s) s = ms;
     }
     if (s > best) {
@@ -292,7 +378,8 @@ function bestGrpcRule<T>(r: CompiledGrpcRoute<T>, rpc: { service: string; method
       bestRule = i;
     }
   }
-  return [best, bestRule];
+  lastRule = bestRule;
+  return best;
 }
 
 /** Selects the best gRPC route. Only POST requests to `/<service>/<method>` can match. */
@@ -302,19 +389,22 @@ export function selectGrpcRoute<T>(routes: readonly CompiledGrpcRoute<T>[], req:
   if (rpc === undefined) return undefined;
   let bestHost = -1;
   let bestScore = -1;
-  let found: RouteSelection<CompiledGrpcRoute<T>> | undefined;
-  for (const r of routes) {
+  let found: CompiledGrpcRoute<T> | undefined;
+  let foundRule = -1;
+  for (let i = 0; i < routes.length; i++) {
+    const r = routes[i] as CompiledGrpcRoute<T>;
     const hs = hostScore(r.hosts, req.host);
     if (hs < 0 || hs < bestHost) continue;
-    const [score, rule] = bestGrpcRule(r, rpc, req);
+    const score = bestGrpcRule(r, rpc, req);
     if (score < 0) continue;
     if (hs > bestHost || score > bestScore) {
       bestHost = hs;
       bestScore = score;
-      found = { route: r, ruleIndex: rule };
+      found = r;
+      foundRule = lastRule;
     }
   }
-  return found;
+  return found === undefined ? undefined : { route: found, ruleIndex: foundRule };
 }
 
 /** Why a gRPC route did not match (for explain), or undefined when it matches. */
@@ -323,8 +413,7 @@ export function grpcRouteMismatch<T>(r: CompiledGrpcRoute<T>, req: RouteRequest)
   const rpc = parseGrpcPath(req.path);
   if (rpc === undefined) return `${req.path} is not a /<service>/<method> path`;
   if (hostScore(r.hosts, req.host) < 0) return `host "${req.host || '(none)'}" matches none of its hostnames`;
-  const [score] = bestGrpcRule(r, rpc, req);
-  return score < 0 ? `no rule matches ${rpc.service}/${rpc.method}` : undefined;
+  return bestGrpcRule(r, rpc, req) < 0 ? `no rule matches ${rpc.service}/${rpc.method}` : undefined;
 }
 
 /** Normalises a Host header or :authority to the form hosts are compared in. */
