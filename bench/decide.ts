@@ -255,7 +255,7 @@ export async function runDecideSuite(): Promise<BenchResult[]> {
       name: 'compile/50routes-20authz',
       op: () => {
         const c = compileServer(reqServer);
-        return c.authzs.length + (c.httpRoutes?.length ?? 0);
+        return c.authzs.length + (c.httpRoutes?.routes.length ?? 0);
       },
       batch: 10,
       extra: facts,
