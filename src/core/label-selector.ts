@@ -41,13 +41,16 @@ function requirementMatches(req: LabelSelectorRequirement, labels: Labels): bool
 /** True when `selector` selects an object with `labels`. */
 export function selectorMatches(selector: LabelSelector | undefined, labels: Labels): boolean {
   if (selector === undefined) return true;
-  if (selector.matchLabels !== undefined) {
-    for (const [k, v] of Object.entries(selector.matchLabels)) {
-      if (!Object.hasOwn(labels, k) || labels[k] !== v) return false;
+  const ml = selector.matchLabels;
+  if (ml !== undefined) {
+    for (const k in ml) {
+      if (!Object.hasOwn(ml, k)) continue;
+      if (!Object.hasOwn(labels, k) || labels[k] !== ml[k]) return false;
     }
   }
-  if (selector.matchExpressions !== undefined) {
-    for (const req of selector.matchExpressions) if (!requirementMatches(req, labels)) return false;
+  const me = selector.matchExpressions;
+  if (me !== undefined) {
+    for (let i = 0; i < me.length; i++) if (!requirementMatches(me[i] as LabelSelectorRequirement, labels)) return false;
   }
   return true;
 }

@@ -106,7 +106,10 @@ interface NsState {
   /** Server name -> policy, recomputed when the namespace's policy objects change. */
   policies: Map<string, ServerPolicy>;
   routeStatus: Map<string, RouteParentStatus[]>;
-  dirtySelection: boolean;
+  /** Servers changed in this transaction, with their previous version (undefined when new). */
+  readonly changedServers: Map<string, Server | undefined>;
+  /** Servers in selection order (oldest first, then name); rebuilt after a Server change. */
+  sortedServers: Server[] | undefined;
   dirtyPolicies: boolean;
   readonly dirtyPods: Set<string>;
 }
@@ -204,7 +207,8 @@ export class PolicyIndex {
         grpcRoutes: new Map(),
         policies: new Map(),
         routeStatus: new Map(),
-        dirtySelection: false,
+        changedServers: new Map(),
+        sortedServers: undefined,
         dirtyPolicies: false,
         dirtyPods: new Set(),
       };
@@ -249,8 +253,9 @@ export class PolicyIndex {
         return;
       }
       case 'Server':
+        if (!ns.changedServers.has(name)) ns.changedServers.set(name, ns.servers.get(name));
         ns.servers.set(name, r);
-        ns.dirtySelection = true;
+        ns.sortedServers = undefined;
         ns.dirtyPolicies = true;
         return;
       case 'ServerAuthorization':
@@ -296,12 +301,16 @@ export class PolicyIndex {
         ns.unmeshed.delete(k.name);
         this.#deletePod(ns, k.name);
         return;
-      case 'Server':
-        if (ns.servers.delete(k.name)) {
-          ns.dirtySelection = true;
+      case 'Server': {
+        const prev = ns.servers.get(k.name);
+        if (prev !== undefined) {
+          if (!ns.changedServers.has(k.name)) ns.changedServers.set(k.name, prev);
+          ns.servers.delete(k.name);
+          ns.sortedServers = undefined;
           ns.dirtyPolicies = true;
         }
         return;
+      }
       case 'ServerAuthorization':
         if (ns.sazs.delete(k.name)) ns.dirtyPolicies = true;
         return;
@@ -347,29 +356,64 @@ export class PolicyIndex {
 
   #recompute(): void {
     for (const ns of this.#namespaces.values()) {
-      if (!ns.dirtyPolicies && !ns.dirtySelection && ns.dirtyPods.size === 0) continue;
-      let changedServers: Set<string> | undefined;
-      if (ns.dirtyPolicies) changedServers = this.#recomputePolicies(ns);
-      if (ns.dirtySelection) {
-        for (const pod of ns.pods.values()) this.#selectAndPublish(ns, pod);
-      } else {
-        for (const name of ns.dirtyPods) {
-          const pod = ns.pods.get(name);
-          if (pod !== undefined) this.#selectAndPublish(ns, pod);
-        }
-        if (changedServers !== undefined && changedServers.size > 0) {
-          for (const pod of ns.pods.values()) {
-            if (ns.dirtyPods.has(pod.info.name)) continue;
-            for (const [port, server] of pod.bound) {
-              if (changedServers.has(server)) this.#publishPort(ns, pod, port);
+      if (!ns.dirtyPolicies && ns.changedServers.size === 0 && ns.dirtyPods.size === 0) continue;
+      const changedPolicies = ns.dirtyPolicies ? this.#recomputePolicies(ns) : new Set<string>();
+      // Pods whose Server selection may change: the changed pods, and for each changed Server
+      // the pods its old or new version selects (a Server can only win or lose ports there).
+      const reselect = new Set<PodState>();
+      for (const name of ns.dirtyPods) {
+        const pod = ns.pods.get(name);
+        if (pod !== undefined) reselect.add(pod);
+      }
+      if (ns.changedServers.size > 0) {
+        const selectors = [...ns.changedServers].flatMap(([name, prev]) => [prev, ns.servers.get(name)]).filter((s): s is Server => s !== undefined);
+        for (const pod of ns.pods.values()) {
+          if (reselect.has(pod)) continue;
+          for (const s of selectors) {
+            if (isPodServer(s) && selectorMatches(s.spec.podSelector, pod.info.labels)) {
+              reselect.add(pod);
+              break;
             }
           }
         }
       }
+      const servers = this.#sortedServers(ns);
+      for (const pod of reselect) this.#selectAndPublish(ns, pod, servers);
+      if (changedPolicies.size > 0) {
+        for (const pod of ns.pods.values()) {
+          if (reselect.has(pod)) continue;
+          for (const [port, server] of pod.bound) {
+            if (changedPolicies.has(server)) this.#publishPort(ns, pod, port);
+          }
+        }
+      }
       ns.dirtyPolicies = false;
-      ns.dirtySelection = false;
+      ns.changedServers.clear();
       ns.dirtyPods.clear();
     }
+  }
+
+  readonly #timestamps = new WeakMap<Server, number>();
+
+  /** Creation time in ms (absent or unparseable: -Infinity, so it sorts first). */
+  #createdMs(s: Server): number {
+    let t = this.#timestamps.get(s);
+    if (t === undefined) {
+      const text = s.metadata.creationTimestamp;
+      const parsed = text === undefined ? Number.NaN : Date.parse(text);
+      t = Number.isNaN(parsed) ? Number.NEGATIVE_INFINITY : parsed;
+      this.#timestamps.set(s, t);
+    }
+    return t;
+  }
+
+  #sortedServers(ns: NsState): Server[] {
+    if (ns.sortedServers === undefined) {
+      const withTime = [...ns.servers.values()].map((s) => ({ s, t: this.#createdMs(s) }));
+      withTime.sort((a, b) => (a.t !== b.t ? (a.t < b.t ? -1 : 1) : byName(a.s, b.s)));
+      ns.sortedServers = withTime.map((x) => x.s);
+    }
+    return ns.sortedServers;
   }
 
   /** Recomputes every Server policy of the namespace; returns the names whose policy changed. */
@@ -413,6 +457,9 @@ export class PolicyIndex {
     const ns = this.#namespaces.get(ref.namespace);
     if (ns === undefined) return undefined;
     const map = kind === 'meshtls' ? ns.meshtls : ns.netauthn;
+    const exact = map.get(ref.name);
+    if (exact !== undefined) return exact.converted.ok ? (exact.converted.value as T) : undefined;
+    // References compare names ASCII case-insensitively (upstream's helpers).
     for (const [name, entry] of map) {
       if (sameName(name, ref.name) && entry.converted.ok) return entry.converted.value as T;
     }
@@ -420,25 +467,51 @@ export class PolicyIndex {
   }
 
   /** Translates an AuthorizationPolicy into one authorization, or undefined when a reference is unresolved (fail closed). */
-  #policyAuthz(name: string, ap: ApSpec): Authorization | undefined {
-    let networks: readonly Network[] = ALL_NETWORKS;
+  #policyAuthz(name: string, entry: IndexedResource<ApSpec>, ap: ApSpec): Authorization | undefined {
+    let nets: readonly Network[] | undefined;
     if (ap.network !== undefined) {
-      const nets = this.#lookupAuthn<readonly Network[]>('netauthn', ap.network);
+      nets = this.#lookupAuthn<readonly Network[]>('netauthn', ap.network);
       if (nets === undefined) return undefined;
-      networks = nets;
     }
-    let matches: readonly IdentityMatch[] | undefined;
+    let mtls: readonly IdentityMatch[] | undefined;
     if (ap.meshTLS !== undefined) {
-      matches = this.#lookupAuthn<readonly IdentityMatch[]>('meshtls', ap.meshTLS);
-      if (matches === undefined) return undefined;
-    } else if (ap.serviceAccount !== undefined) {
+      mtls = this.#lookupAuthn<readonly IdentityMatch[]>('meshtls', ap.meshTLS);
+      if (mtls === undefined) return undefined;
+    }
+    // Reuse the previous value while its inputs are the same objects, so that recomputations
+    // compare by reference and unchanged Servers are recognised at once.
+    const hit = this.#apAuthzs.get(entry);
+    if (hit !== undefined && hit.nets === nets && hit.mtls === mtls) return hit.authz;
+    let matches = mtls;
+    if (matches === undefined && ap.serviceAccount !== undefined) {
       matches = [{ kind: 'exact', name: serviceAccountIdentity(this.#domain, ap.serviceAccount.namespace, ap.serviceAccount.name) }];
     }
-    return {
+    const authz: Authorization = {
       meta: { group: POLICY_GROUP, kind: 'authorizationpolicy', name },
-      networks,
+      networks: nets ?? ALL_NETWORKS,
       authentication: matches === undefined ? { kind: 'unauthenticated' } : identityAuthn(matches),
     };
+    this.#apAuthzs.set(entry, { authz, nets, mtls });
+    return authz;
+  }
+
+  readonly #apAuthzs = new WeakMap<
+    IndexedResource<ApSpec>,
+    { authz: Authorization; nets: readonly Network[] | undefined; mtls: readonly IdentityMatch[] | undefined }
+  >();
+  readonly #sazAuthzs = new WeakMap<IndexedResource<SazSpec>, Authorization>();
+
+  #sazAuthz(name: string, entry: IndexedResource<SazSpec>, saz: SazSpec): Authorization {
+    let authz = this.#sazAuthzs.get(entry);
+    if (authz === undefined) {
+      authz = {
+        meta: { group: POLICY_GROUP, kind: 'serverauthorization', name },
+        networks: saz.networks.length === 0 ? this.config.clusterNetworks : saz.networks,
+        authentication: saz.authn.kind === 'tlsAuthenticated' ? identityAuthn(saz.authn.matches) : { kind: saz.authn.kind },
+      };
+      this.#sazAuthzs.set(entry, authz);
+    }
+    return authz;
   }
 
   #collectAuthorizations(ns: NsState): {
@@ -451,6 +524,11 @@ export class PolicyIndex {
     const routeAuthzs = new Map<string, Authorization[]>();
     const nsAuthzs: Authorization[] = [];
     const servers = [...ns.servers.values()];
+    const byLowerName = new Map<string, Server[]>();
+    for (const srv of servers) {
+      const k = srv.metadata.name.toLowerCase();
+      byLowerName.set(k, [...(byLowerName.get(k) ?? []), srv]);
+    }
     const add = (server: string, name: string, kind: string, authz: Authorization) => {
       const list = serverEntries.get(server) ?? [];
       list.push({ name, kind, authz });
@@ -459,14 +537,11 @@ export class PolicyIndex {
     for (const [name, entry] of ns.sazs) {
       if (!entry.converted.ok) continue;
       const saz = entry.converted.value;
-      const authz: Authorization = {
-        meta: { group: POLICY_GROUP, kind: 'serverauthorization', name },
-        networks: saz.networks.length === 0 ? this.config.clusterNetworks : saz.networks,
-        authentication: saz.authn.kind === 'tlsAuthenticated' ? identityAuthn(saz.authn.matches) : { kind: saz.authn.kind },
-      };
-      for (const s of servers) {
-        const hit = 'name' in saz.server ? saz.server.name === s.metadata.name : selectorMatches(saz.server.selector, s.metadata.labels);
-        if (hit) add(s.metadata.name, name, 'serverauthorization', authz);
+      const authz = this.#sazAuthz(name, entry, saz);
+      if ('name' in saz.server) {
+        if (ns.servers.has(saz.server.name)) add(saz.server.name, name, 'serverauthorization', authz);
+      } else {
+        for (const s of servers) if (selectorMatches(saz.server.selector, s.metadata.labels)) add(s.metadata.name, name, 'serverauthorization', authz);
       }
     }
     const apNames = [...ns.aps.keys()].sort();
@@ -474,11 +549,11 @@ export class PolicyIndex {
       const entry = ns.aps.get(name) as IndexedResource<ApSpec>;
       if (!entry.converted.ok) continue;
       const ap = entry.converted.value;
-      const authz = this.#policyAuthz(name, ap);
+      const authz = this.#policyAuthz(name, entry, ap);
       if (authz === undefined) continue;
       switch (ap.target.kind) {
         case 'server':
-          for (const s of servers) if (sameName(s.metadata.name, ap.target.name)) add(s.metadata.name, name, 'authorizationpolicy', authz);
+          for (const s of byLowerName.get(ap.target.name.toLowerCase()) ?? []) add(s.metadata.name, name, 'authorizationpolicy', authz);
           break;
         case 'namespace':
           nsAuthzs.push(authz);
@@ -562,14 +637,11 @@ export class PolicyIndex {
   }
 
   /** Runs Server selection for a pod (§3.3) and publishes each of its known ports. */
-  #selectAndPublish(ns: NsState, pod: PodState): void {
-    const servers = [...ns.servers.values()].sort((a, b) => compareTimestamps(a.metadata.creationTimestamp, b.metadata.creationTimestamp) || byName(a, b));
+  #selectAndPublish(ns: NsState, pod: PodState, servers: readonly Server[]): void {
     const bound = new Map<number, string>();
     const bindings = new Map<number, { server: string; losers: string[] }>();
     for (const s of servers) {
-      const sel = s.spec.podSelector;
-      if (sel === undefined || s.spec.externalWorkloadSelector !== undefined) continue;
-      if (!selectorMatches(sel, pod.info.labels)) continue;
+      if (!isPodServer(s) || !selectorMatches(s.spec.podSelector, pod.info.labels)) continue;
       const port = s.spec.port;
       const ports = typeof port === 'number' ? [port] : (pod.info.namedPorts.get(port) ?? []);
       for (const p of ports) {
@@ -783,6 +855,11 @@ export class PolicyIndex {
       grpcRoutes: [...(ns?.grpcRoutes.values() ?? [])],
     };
   }
+}
+
+/** A Server that selects pods (not external workloads). */
+function isPodServer(s: Server): s is Server & { spec: { podSelector: NonNullable<Server['spec']['podSelector']> } } {
+  return s.spec.podSelector !== undefined && s.spec.externalWorkloadSelector === undefined;
 }
 
 function keyString(k: ResourceKey): string {
