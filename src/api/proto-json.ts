@@ -137,76 +137,64 @@ function filterJson(f: RouteFilter): Json {
   }
 }
 
-function httpRouteJson(r: HttpRoute): Json {
+/** Route fields shared by `HttpRoute` and `GrpcRoute`; only the match mapping differs. */
+function routeJson<M>(
+  r: {
+    meta: HttpRoute['meta'];
+    hosts: HttpRoute['hosts'];
+    authorizations: HttpRoute['authorizations'];
+    rules: readonly { matches: readonly M[]; filters: HttpRoute['rules'][number]['filters'] }[];
+  },
+  matchJson: (m: M) => Json,
+): Json {
   const out: { [k: string]: Json } = { metadata: metadataJson(r.meta) };
   put(out, 'hosts', r.hosts.map(hostJson));
   put(out, 'authorizations', r.authorizations.map(authzJson));
-  put(
-    out,
-    'rules',
-    r.rules.map((rule) => {
-      const o: { [k: string]: Json } = {};
-      put(
-        o,
-        'matches',
-        rule.matches.map((m) => {
-          const mo: { [k: string]: Json } = {};
-          if (m.path !== undefined) mo.path = { [m.path.kind]: m.path.value };
-          put(
-            mo,
-            'headers',
-            m.headers.map((h) => valueMatchJson(h, true)),
-          );
-          put(
-            mo,
-            'queryParams',
-            m.queryParams.map((q) => valueMatchJson(q, false)),
-          );
-          if (m.method !== undefined) mo.method = REGISTERED_METHODS.has(m.method) ? { registered: m.method } : { unregistered: m.method };
-          return mo;
-        }),
-      );
-      put(o, 'filters', rule.filters.map(filterJson));
-      return o;
-    }),
-  );
+  const rules = r.rules.map((rule) => {
+    const o: { [k: string]: Json } = {};
+    put(o, 'matches', rule.matches.map(matchJson));
+    put(o, 'filters', rule.filters.map(filterJson));
+    return o;
+  });
+  put(out, 'rules', rules);
   return out;
 }
 
-function grpcRouteJson(r: GrpcRoute): Json {
-  const out: { [k: string]: Json } = { metadata: metadataJson(r.meta) };
-  put(out, 'hosts', r.hosts.map(hostJson));
-  put(out, 'authorizations', r.authorizations.map(authzJson));
+function httpMatchJson(m: HttpRoute['rules'][number]['matches'][number]): Json {
+  const mo: { [k: string]: Json } = {};
+  if (m.path !== undefined) mo.path = { [m.path.kind]: m.path.value };
   put(
-    out,
-    'rules',
-    r.rules.map((rule) => {
-      const o: { [k: string]: Json } = {};
-      put(
-        o,
-        'matches',
-        rule.matches.map((m) => {
-          const mo: { [k: string]: Json } = {};
-          if (m.rpc !== undefined) {
-            const rpc: { [k: string]: Json } = {};
-            put(rpc, 'service', m.rpc.service);
-            put(rpc, 'method', m.rpc.method);
-            mo.rpc = rpc;
-          }
-          put(
-            mo,
-            'headers',
-            m.headers.map((h) => valueMatchJson(h, true)),
-          );
-          return mo;
-        }),
-      );
-      put(o, 'filters', rule.filters.map(filterJson));
-      return o;
-    }),
+    mo,
+    'headers',
+    m.headers.map((h) => valueMatchJson(h, true)),
   );
-  return out;
+  put(
+    mo,
+    'queryParams',
+    m.queryParams.map((q) => valueMatchJson(q, false)),
+  );
+  if (m.method !== undefined) mo.method = REGISTERED_METHODS.has(m.method) ? { registered: m.method } : { unregistered: m.method };
+  return mo;
 }
+
+function grpcMatchJson(m: GrpcRoute['rules'][number]['matches'][number]): Json {
+  const mo: { [k: string]: Json } = {};
+  if (m.rpc !== undefined) {
+    const rpc: { [k: string]: Json } = {};
+    put(rpc, 'service', m.rpc.service);
+    put(rpc, 'method', m.rpc.method);
+    mo.rpc = rpc;
+  }
+  put(
+    mo,
+    'headers',
+    m.headers.map((h) => valueMatchJson(h, true)),
+  );
+  return mo;
+}
+
+const httpRouteJson = (r: HttpRoute): Json => routeJson(r, httpMatchJson);
+const grpcRouteJson = (r: GrpcRoute): Json => routeJson(r, grpcMatchJson);
 
 /** Proto3 JSON of an `InboundServer` as the `io.linkerd.proxy.inbound.Server` message. */
 export function serverToProtoJson(s: InboundServer): Json {
