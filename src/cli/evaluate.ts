@@ -5,8 +5,8 @@
 import {
   type ClientInfo,
   compileServer,
+  firstHost,
   formatIp,
-  formatNet,
   type InboundServer,
   type Meta,
   parseIp,
@@ -73,10 +73,7 @@ const PROTOCOL_NAMES: Record<InboundServer['protocol']['kind'], string> = {
 /** The first usable address of the first cluster network: a client "inside the cluster". */
 export function defaultClientIp(ws: Workspace): string {
   const net = ws.config.clusterNetworks[0];
-  if (net === undefined) return '10.0.0.1';
-  const base = parseIp(net.net.ip);
-  if (base === undefined || base.v !== 4) return net.net.ip;
-  return formatIp({ v: 4, w0: (base.w0 + 1) >>> 0 });
+  return net === undefined ? '10.0.0.1' : firstHost(net.net);
 }
 
 function tlsState(c: ProbeClient, server: InboundServer): TlsState {
@@ -266,9 +263,4 @@ export function identityOfServiceAccount(ws: Workspace, nsName: string): string 
     nsName.slice(0, slash),
     nsName.slice(slash + 1),
   );
-}
-
-/** Short text for a network list, used by `ward authz`. */
-export function networksText(nets: readonly { net: { ip: string; prefixLen: number } }[]): string {
-  return nets.map((n) => formatNet(n.net)).join(',');
 }

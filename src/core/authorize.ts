@@ -208,11 +208,6 @@ export function authenticationMismatch(a: CompiledAuthz, tls: TlsState): string 
   return `identity ${tls.clientId} is not in the allowed identities`;
 }
 
-/** True when the client satisfies authorization `a`. */
-export function authzMatches(a: CompiledAuthz, client: ClientInfo): boolean {
-  return firstMatch([a], client) !== undefined;
-}
-
 /** The first authorization in `authzs` the client satisfies. Client facts are derived once per call. */
 function firstMatch(authzs: readonly CompiledAuthz[], client: ClientInfo): CompiledAuthz | undefined {
   const tls = client.tls;

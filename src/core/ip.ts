@@ -186,6 +186,24 @@ export function netContainsNet(outer: IpNet, inner: IpNet): boolean {
   return inner.prefixLen >= outer.prefixLen && netContains(outer, netAddress(inner));
 }
 
+/**
+ * The first host address inside `net` (network address + 1; the address itself for a /32 or
+ * /128): a stand-in client "from that network".
+ */
+export function firstHost(net: IpNet): string {
+  const base = netAddress(net);
+  const max = base.v === 4 ? 32 : 128;
+  if (net.prefixLen >= max) return formatIp(base);
+  if (base.v === 4) {
+    const m = maskBits(net.prefixLen);
+    return formatIp({ v: 4, w0: (((base.w0 & m) >>> 0) + 1) >>> 0 });
+  }
+  const w = new Uint32Array(4);
+  for (let k = 0; k < 4; k++) w[k] = ((base.w[k] as number) & maskBits(net.prefixLen - 32 * k)) >>> 0;
+  w[3] = ((w[3] as number) + 1) >>> 0;
+  return formatIp({ v: 6, w });
+}
+
 /** `ip/len` text of a network. */
 export function formatNet(net: IpNet): string {
   return `${net.ip}/${net.prefixLen}`;

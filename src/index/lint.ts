@@ -10,8 +10,7 @@ import {
   type Diagnostic,
   type DiagnosticCode,
   diagnostic,
-  formatIp,
-  netAddress,
+  firstHost,
   type ResourceRef,
   selectorMatches,
 } from '../core/index.js';
@@ -30,12 +29,7 @@ function at(r: Resource, path: readonly (string | number)[]) {
 /** A plaintext address inside the cluster networks that stands for the kubelet. */
 function kubeletAddress(index: PolicyIndex): string {
   const net = index.config.clusterNetworks[0] ?? index.config.probeNetworks[0];
-  if (net === undefined) return '10.0.0.1';
-  const base = netAddress(net.net);
-  if (base.v === 4) return formatIp({ v: 4, w0: (base.w0 + 1) >>> 0 });
-  const w = Uint32Array.from(base.w);
-  w[3] = ((w[3] as number) + 1) >>> 0;
-  return formatIp({ v: 6, w });
+  return net === undefined ? '10.0.0.1' : firstHost(net.net);
 }
 
 /** Lints the whole indexed set. `resources` are the inputs the index was built from. */

@@ -5,9 +5,6 @@
 import { type DefaultPolicyName, isDefaultPolicyName } from '../core/index.js';
 import { ANNOTATIONS, type ContainerSpec, type Pod, type ProbeSpec, parsePortSet } from '../manifest/index.js';
 
-/** The label that marks a pod as meshed by a control plane. */
-export const CONTROL_PLANE_NS_LABEL = 'linkerd.io/control-plane-ns';
-
 /** A probe as the index records it (for lint and the local runtime). */
 export interface ProbeInfo {
   readonly container: string;
@@ -113,5 +110,5 @@ export function podInfo(pod: Pod): PodInfo {
 
 /** True when the pod is meshed (carries the control-plane label) and so is indexed. */
 export function isMeshed(pod: Pod): boolean {
-  return Object.hasOwn(pod.metadata.labels, CONTROL_PLANE_NS_LABEL);
+  return Object.hasOwn(pod.metadata.labels, ANNOTATIONS.controlPlaneNs);
 }

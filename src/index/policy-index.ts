@@ -22,7 +22,6 @@ import {
   type IdentityMatch,
   type InboundServer,
   isDefaultPolicyName,
-  type Meta,
   type Network,
   POLICY_GROUP,
   type ProxyProtocol,
@@ -128,15 +127,10 @@ export function resourceKey(r: Resource): ResourceKey {
   return { kind: r.kind, group, namespace: r.metadata.namespace, name: r.metadata.name };
 }
 
-function compareTimestamps(a: string | undefined, b: string | undefined): number {
-  // Absent timestamps sort first (§3.3).
-  if (a === b) return 0;
-  if (a === undefined) return -1;
-  if (b === undefined) return 1;
-  const ta = Date.parse(a);
-  const tb = Date.parse(b);
-  if (ta !== tb && !Number.isNaN(ta) && !Number.isNaN(tb)) return ta - tb;
-  return a < b ? -1 : a > b ? 1 : 0;
+/** A creationTimestamp in ms; absent or unparseable is -Infinity (sorts first, §3.3). */
+function timestampMs(text: string | undefined): number {
+  const t = text === undefined ? Number.NaN : Date.parse(text);
+  return Number.isNaN(t) ? Number.NEGATIVE_INFINITY : t;
 }
 
 function byName<T extends { readonly metadata: { readonly name: string } }>(a: T, b: T): number {
@@ -399,9 +393,7 @@ export class PolicyIndex {
   #createdMs(s: Server): number {
     let t = this.#timestamps.get(s);
     if (t === undefined) {
-      const text = s.metadata.creationTimestamp;
-      const parsed = text === undefined ? Number.NaN : Date.parse(text);
-      t = Number.isNaN(parsed) ? Number.NEGATIVE_INFINITY : parsed;
+      t = timestampMs(s.metadata.creationTimestamp);
       this.#timestamps.set(s, t);
     }
     return t;
@@ -883,8 +875,9 @@ function compareRoutes<R extends HttpRoute | GrpcRoute>(a: RouteSpec<R>, b: Rout
   if (ta !== undefined && tb === undefined) return -1;
   if (ta === undefined && tb !== undefined) return 1;
   if (ta !== undefined && tb !== undefined) {
-    const c = compareTimestamps(ta, tb);
-    if (c !== 0) return c;
+    const ma = timestampMs(ta);
+    const mb = timestampMs(tb);
+    if (ma !== mb) return ma < mb ? -1 : 1;
   }
   const ka = [a.route.meta.name, a.route.meta.group, a.route.meta.kind];
   const kb = [b.route.meta.name, b.route.meta.group, b.route.meta.kind];
@@ -908,6 +901,3 @@ const DEFAULT_GRPC_ROUTE: GrpcRoute = {
   authorizations: [],
   rules: [{ matches: [{ headers: [] }], filters: [] }],
 };
-
-/** Re-exported for tests: the metadata of the default HTTP route. */
-export const DEFAULT_ROUTE_META: Meta = DEFAULT_HTTP_ROUTE.meta;
