@@ -740,3 +740,42 @@ function assertWellFormed(xml: string): void {
   }
   assert.deepStrictEqual(stack, [], 'every element is closed');
 }
+
+describe('ward check: namespace annotations and pod creation', () => {
+  const ns = `apiVersion: v1
+kind: Namespace
+metadata:
+  name: late
+  annotations: {linkerd.io/inject: enabled, config.linkerd.io/default-inbound-policy: deny}
+---
+`;
+  const pod = (annotations: string, extraContainer: string, labels = '') => `apiVersion: v1
+kind: Pod
+metadata:
+  name: p
+  namespace: late
+  labels: {${labels}}
+  annotations: {${annotations}}
+spec:
+  containers:
+  - {name: app, ports: [{containerPort: 8080}]}
+${extraContainer}`;
+
+  it('a pod created here that overrides the namespace default on purpose is not flagged', async () => {
+    const f = write('override.yaml', ns + pod('config.linkerd.io/default-inbound-policy: all-unauthenticated', ''));
+    const r = await ward(['check', '-f', f, '-o', 'json']);
+    const codes = (JSON.parse(r.stdout) as { diagnostics: { code: string }[] }).diagnostics.map((d) => d.code);
+    assert.deepEqual(codes, []);
+  });
+
+  it('a pod that was already injected with an older value is flagged POL108', async () => {
+    const f = write('stale.yaml', ns + pod('linkerd.io/proxy-version: stable', '  - {name: linkerd-proxy}\n', 'linkerd.io/control-plane-ns: linkerd'));
+    const r = await ward(['check', '-f', f, '-o', 'json']);
+    const d = (JSON.parse(r.stdout) as { diagnostics: { code: string; message: string }[] }).diagnostics;
+    assert.deepEqual(
+      d.map((x) => x.code),
+      ['POL108'],
+    );
+    assert.match(d[0]?.message ?? '', /pod late\/p was created with \(unset\)/);
+  });
+});

@@ -133,15 +133,16 @@ export function buildWorkspace(input: WorkspaceInput, config: ClusterConfig): Wo
   }
   const unique = [...byKey.values()];
   const namespaces = new Map(unique.filter((r): r is Namespace => r.kind === 'Namespace').map((n) => [n.metadata.name, n]));
-  const pods = [...unique.filter((r) => r.kind === 'Pod'), ...expandWorkloads(unique)].map((p) =>
-    injectPod(p, namespaces.get(p.metadata.namespace), { controlPlaneNamespace: config.controlPlaneNamespace }),
-  );
+  const inputPods = [...unique.filter((r) => r.kind === 'Pod'), ...expandWorkloads(unique)];
+  const pods = inputPods.map((p) => injectPod(p, namespaces.get(p.metadata.namespace), { controlPlaneNamespace: config.controlPlaneNamespace }));
   const resources = [...unique.filter((r) => r.kind !== 'Pod'), ...pods];
 
   const index = new PolicyIndex(config);
   index.update((tx) => {
     for (const r of resources) tx.apply(r);
   });
-  diagnostics.push(...lintIndex(index, resources));
+  // Lint sees the pods as written: only pods that were already created before this input can
+  // miss a namespace annotation (pods injected here got it copied, or override it on purpose).
+  diagnostics.push(...lintIndex(index, [...unique.filter((r) => r.kind !== 'Pod'), ...inputPods]));
   return { config, index, resources, entries, diagnostics };
 }

@@ -187,17 +187,20 @@ export function lintIndex(index: PolicyIndex, resources: readonly Resource[]): D
     }
   }
 
-  // Namespace annotations that changed after pods were created.
-  for (const p of index.pods()) {
-    const ns = namespaces.get(p.namespace);
+  // Namespace annotations that changed after pods were created: pods given already injected
+  // (as written in `resources`) whose value differs from their namespace's.
+  for (const p of resources) {
+    if (p.kind !== 'Pod' || index.pod(p.metadata.namespace, p.metadata.name) === undefined) continue;
+    const ns = namespaces.get(p.metadata.namespace);
     if (ns === undefined) continue;
-    const created = p.pod.metadata.annotations['linkerd.io/proxy-version'] !== undefined || p.pod.spec.containers.some((c) => c.name === 'linkerd-proxy');
+    const created = p.metadata.annotations[ANNOTATIONS.proxyVersion] !== undefined || p.spec.containers.some((c) => c.name === 'linkerd-proxy');
     if (!created) continue;
     for (const key of [ANNOTATIONS.defaultInboundPolicy, ANNOTATIONS.opaquePorts, ANNOTATIONS.requireIdentityPorts]) {
       const nsValue = ns.metadata.annotations[key];
-      const podValue = p.pod.metadata.annotations[key];
+      const podValue = p.metadata.annotations[key];
+      const pod = `${p.metadata.namespace}/${p.metadata.name}`;
       if (nsValue !== undefined && nsValue !== podValue) {
-        push('POL108', { namespace: p.namespace, annotation: key, nsValue, pod: `${p.namespace}/${p.name}`, podValue: podValue ?? '(unset)' }, ns, [
+        push('POL108', { namespace: p.metadata.namespace, annotation: key, nsValue, pod, podValue: podValue ?? '(unset)' }, ns, [
           'metadata',
           'annotations',
           key,
