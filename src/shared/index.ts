@@ -1,0 +1,9 @@
+/**
+ * Public surface of `shared` (node-only helpers any module but `core` may use): errors, backoff,
+ * logging, metrics.
+ */
+
+export * from './backoff.js';
+export * from './errors.js';
+export * from './logger.js';
+export * from './metrics.js';
