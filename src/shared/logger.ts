@@ -2,7 +2,7 @@
  * Structured logging (pino). Long-running roles log JSON lines to stderr; tests pass their own
  * destination or `silent`.
  */
-import { type DestinationStream, type Logger, type LevelWithSilent, pino } from 'pino';
+import { type DestinationStream, type LevelWithSilent, type Logger, pino } from 'pino';
 
 export type { Logger } from 'pino';
 
