@@ -2,6 +2,7 @@
  * The CLI's view of the terminal, injectable so commands run in-process in tests.
  */
 import { readFileSync } from 'node:fs';
+import { QueryError } from '../index/index.js';
 
 /** Where a command writes and what it knows about the terminal. */
 export interface CliIo {
@@ -43,7 +44,8 @@ export function bufferIo(stdin = ''): CliIo & { stdout: string; stderr: string }
 /** Exit statuses (CLI.md): 0 success, 1 a check or test failed, 2 bad usage or unreadable input. */
 export const EXIT = { ok: 0, failed: 1, usage: 2 } as const;
 
-/** A usage or input error that ends the command with exit status 2. */
-export class UsageError extends Error {
-  readonly code = 'ERR_USAGE';
-}
+/**
+ * A usage or input error that ends the command with exit status 2. Query errors from the index
+ * (unknown pod, malformed probe) are usage errors too.
+ */
+export class UsageError extends QueryError {}

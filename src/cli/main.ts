@@ -4,6 +4,7 @@
  */
 import { Command, CommanderError, Option, type OptionValues } from '@commander-js/extra-typings';
 import pc from 'picocolors';
+import { QueryError } from '../index/index.js';
 import { clusterConfig } from './cluster-config.js';
 import { runAuthz } from './commands/authz.js';
 import { runCheck, statusOf } from './commands/check.js';
@@ -165,7 +166,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo(pc.isC
       if (e.code === 'commander.helpDisplayed' || e.code === 'commander.version' || e.code === 'commander.help') return EXIT.ok;
       return EXIT.usage;
     }
-    if (e instanceof UsageError) {
+    if (e instanceof QueryError) {
       io.err(`${palette(io.color).red('error')}: ${e.message}\n`);
       return EXIT.usage;
     }

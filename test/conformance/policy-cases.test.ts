@@ -12,12 +12,11 @@ import { parse, stringify } from 'yaml';
 import { type Json, lookupPort, parseWorkload, serverToProtoJson } from '../../src/api/index.js';
 import { clusterConfig } from '../../src/cli/cluster-config.js';
 import { actualValue } from '../../src/cli/commands/test.js';
-import { evaluate, type Probe } from '../../src/cli/evaluate.js';
 import { bufferIo } from '../../src/cli/io.js';
 import { main } from '../../src/cli/main.js';
 import { buildWorkspace } from '../../src/cli/workspace.js';
 import { authorizeConnection, clientInfo, compileServer, reauthorizeConnection } from '../../src/core/index.js';
-import { resourceKey } from '../../src/index/index.js';
+import { evaluate, type Probe, resourceKey } from '../../src/index/index.js';
 import { decodeResource, documentFromObject } from '../../src/manifest/index.js';
 import { clusterBlock, diff, type PodShorthand, podManifest, readable, suiteTest } from './harness.js';
 

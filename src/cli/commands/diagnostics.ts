@@ -4,9 +4,9 @@
  */
 import { stringify } from 'yaml';
 import { serverToProtoJson } from '../../api/index.js';
+import { parseResourceArg } from '../../index/index.js';
 import { type CliIo, EXIT, UsageError } from '../io.js';
 import { json } from '../output.js';
-import { parseResourceArg } from '../target.js';
 import type { Workspace } from '../workspace.js';
 
 /** Runs `ward diagnostics policy`. */

@@ -5,12 +5,11 @@ import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { type Document, isMap, isScalar, isSeq, LineCounter, parseDocument } from 'yaml';
 import { type Diagnostic, diagnostic, type SourcePos } from '../../core/index.js';
+import { type ExplainResult, evaluate, type ProbeClient, type ProbeTraffic, parseResourceArg, podsOf, QueryError } from '../../index/index.js';
 import type { ManifestDocument } from '../../manifest/index.js';
 import { clusterConfig } from '../cluster-config.js';
-import { type ExplainResult, evaluate, type ProbeClient, type ProbeTraffic } from '../evaluate.js';
 import { type CliIo, EXIT, UsageError } from '../io.js';
 import { formatDiagnostics, json, palette } from '../output.js';
-import { parseResourceArg, podsOf } from '../target.js';
 import { buildWorkspace } from '../workspace.js';
 import { statusOf } from './check.js';
 import { formatExplain } from './explain.js';
@@ -296,7 +295,7 @@ export function runSuite(file: string): { results: TestResult[]; diagnostics: Di
       }
       actual = evaluate(ws, { namespace: ns, pod, port: t.to.port, client: t.client, traffic: t.traffic });
     } catch (e) {
-      if (!(e instanceof UsageError)) throw e;
+      if (!(e instanceof QueryError)) throw e;
       error = `${r.pos(t.path).file}:${r.pos(t.path).line}:${r.pos(t.path).col}: ${e.message}`;
     }
     const passed = actual !== null && Object.entries(t.expect).every(([k, v]) => actualValue(actual as ExplainResult, k) === v);

@@ -18,8 +18,7 @@ import {
   traceRequest,
 } from '../core/index.js';
 import { ANNOTATIONS } from '../manifest/index.js';
-import { UsageError } from './io.js';
-import type { Workspace } from './workspace.js';
+import { type PolicyView, QueryError } from './query-error.js';
 
 /** Who is calling. */
 export interface ProbeClient {
@@ -71,7 +70,7 @@ const PROTOCOL_NAMES: Record<InboundServer['protocol']['kind'], string> = {
 };
 
 /** The first usable address of the first cluster network: a client "inside the cluster". */
-export function defaultClientIp(ws: Workspace): string {
+export function defaultClientIp(ws: PolicyView): string {
   const net = ws.config.clusterNetworks[0];
   return net === undefined ? '10.0.0.1' : firstHost(net.net);
 }
@@ -119,7 +118,7 @@ function metaRef(m: Meta): string {
   return `${m.kind}/${m.name}`;
 }
 
-function serverStep(ws: Workspace, p: Probe, server: InboundServer): string {
+function serverStep(ws: PolicyView, p: Probe, server: InboundServer): string {
   const binding = ws.index.bindings(p.namespace, p.pod).find((b) => b.port === p.port);
   if (server.meta.kind === 'server' && binding !== undefined) {
     const srv = ws.index.servers(p.namespace).find((s) => s.metadata.name === binding.server);
@@ -139,23 +138,24 @@ function serverStep(ws: Workspace, p: Probe, server: InboundServer): string {
   return `No Server binds port ${p.port}, so the default policy ${server.meta.name} applies, from ${from}${reqId}.`;
 }
 
-/** Evaluates a probe. Throws `UsageError` when the pod does not exist or the input is malformed. */
-export function evaluate(ws: Workspace, p: Probe): ExplainResult {
+/** Evaluates a probe. Throws `QueryError` when the pod does not exist or the input is malformed. */
+export function evaluate(ws: PolicyView, p: Probe): ExplainResult {
   // Checked before the lookup, which would otherwise keep a cell for the invalid port.
-  if (!Number.isInteger(p.port) || p.port < 1 || p.port > 65535) throw new UsageError(`port ${p.port} is out of range 1-65535`);
+  if (!Number.isInteger(p.port) || p.port < 1 || p.port > 65535) throw new QueryError(`port ${p.port} is out of range 1-65535`);
   const cell = ws.index.lookup(p.namespace, p.pod, p.port);
   if (cell === undefined) {
     const unmeshed = ws.index.unmeshedPods().some((x) => x.metadata.namespace === p.namespace && x.metadata.name === p.pod);
-    throw new UsageError(
+    throw new QueryError(
       unmeshed
         ? `pod ${p.namespace}/${p.pod} is not meshed (no linkerd.io/control-plane-ns label and no linkerd.io/inject annotation), so no inbound policy applies`
         : `pod ${p.namespace}/${p.pod} not found in the manifests`,
+      { notFound: true },
     );
   }
   const server = cell.value;
   const ipText = p.client.ip ?? defaultClientIp(ws);
   const ip = parseIp(ipText);
-  if (ip === undefined) throw new UsageError(`client IP "${ipText}" is not an IP address`);
+  if (ip === undefined) throw new QueryError(`client IP "${ipText}" is not an IP address`);
   const tls = tlsState(p.client, server);
   const client: ClientInfo = { ip, tls };
   const cs = compileServer(server);
@@ -255,9 +255,9 @@ export function evaluate(ws: Workspace, p: Probe): ExplainResult {
 }
 
 /** Builds the mesh identity of a ServiceAccount `NS/NAME`. */
-export function identityOfServiceAccount(ws: Workspace, nsName: string): string {
+export function identityOfServiceAccount(ws: PolicyView, nsName: string): string {
   const slash = nsName.indexOf('/');
-  if (slash <= 0 || slash === nsName.length - 1) throw new UsageError(`--from-sa wants NAMESPACE/NAME, got "${nsName}"`);
+  if (slash <= 0 || slash === nsName.length - 1) throw new QueryError(`--from-sa wants NAMESPACE/NAME, got "${nsName}"`);
   return serviceAccountIdentity(
     { controlPlaneNamespace: ws.config.controlPlaneNamespace, trustDomain: ws.config.trustDomain },
     nsName.slice(0, slash),

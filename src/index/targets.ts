@@ -2,9 +2,8 @@
  * Resource arguments in kubectl style: `pod/NS/NAME`, `po/NAME`, `deploy/NAME` (with -n), or a
  * bare kind for all of it. Workloads stand for their pods `<name>-0`, `<name>-1`, ...
  */
-import type { PodInfo } from '../index/index.js';
-import { UsageError } from './io.js';
-import type { Workspace } from './workspace.js';
+import type { PodInfo } from './pod.js';
+import { type PolicyView, QueryError } from './query-error.js';
 
 const KIND_ALIASES: Record<string, string> = {
   po: 'Pod',
@@ -43,15 +42,15 @@ export interface ResourceArg {
 export function parseResourceArg(text: string): ResourceArg {
   const parts = text.split('/');
   const kind = KIND_ALIASES[(parts[0] ?? '').toLowerCase()];
-  if (kind === undefined) throw new UsageError(`unknown resource kind "${parts[0]}" in "${text}" (use pod, deploy, sts, ds, rs, job, cj or ns)`);
+  if (kind === undefined) throw new QueryError(`unknown resource kind "${parts[0]}" in "${text}" (use pod, deploy, sts, ds, rs, job, cj or ns)`);
   if (parts.length === 1) return { kind, namespace: undefined, name: undefined };
   if (parts.length === 2 && parts[1] !== '') return { kind, namespace: undefined, name: parts[1] };
   if (parts.length === 3 && parts[1] !== '' && parts[2] !== '') return { kind, namespace: parts[1], name: parts[2] };
-  throw new UsageError(`"${text}" is not KIND/NAME or KIND/NAMESPACE/NAME`);
+  throw new QueryError(`"${text}" is not KIND/NAME or KIND/NAMESPACE/NAME`);
 }
 
 /** The pods a resource argument stands for, in a namespace (undefined = all namespaces). */
-export function podsOf(ws: Workspace, arg: ResourceArg, namespace: string | undefined): PodInfo[] {
+export function podsOf(ws: PolicyView, arg: ResourceArg, namespace: string | undefined): PodInfo[] {
   const ns = arg.namespace ?? namespace;
   const inNs = ws.index.pods().filter((p) => ns === undefined || p.namespace === ns);
   let pods: PodInfo[];
@@ -62,18 +61,18 @@ export function podsOf(ws: Workspace, arg: ResourceArg, namespace: string | unde
 }
 
 /** Parses an explain target `pod/NS/NAME:PORT` or `deploy/NAME:PORT` into a pod and port. */
-export function parseTarget(ws: Workspace, text: string, namespace: string | undefined): { namespace: string; pod: string; port: number } {
+export function parseTarget(ws: PolicyView, text: string, namespace: string | undefined): { namespace: string; pod: string; port: number } {
   const colon = text.lastIndexOf(':');
-  if (colon === -1) throw new UsageError(`--to "${text}" needs a port: pod/NS/NAME:PORT or deploy/NAME:PORT`);
+  if (colon === -1) throw new QueryError(`--to "${text}" needs a port: pod/NS/NAME:PORT or deploy/NAME:PORT`);
   const port = Number(text.slice(colon + 1));
-  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new UsageError(`--to "${text}": port must be 1-65535`);
+  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new QueryError(`--to "${text}": port must be 1-65535`);
   const arg = parseResourceArg(text.slice(0, colon));
-  if (arg.name === undefined) throw new UsageError(`--to "${text}" must name one resource`);
+  if (arg.name === undefined) throw new QueryError(`--to "${text}" must name one resource`);
   const ns = arg.namespace ?? namespace ?? 'default';
   if (arg.kind === 'Pod') return { namespace: ns, pod: arg.name, port };
-  if (arg.kind === 'Namespace') throw new UsageError(`--to "${text}": a namespace is not a workload`);
+  if (arg.kind === 'Namespace') throw new QueryError(`--to "${text}": a namespace is not a workload`);
   const pods = podsOf(ws, arg, ns);
   const first = pods[0];
-  if (first === undefined) throw new UsageError(`${arg.kind} ${ns}/${arg.name} not found in the manifests (or it has no meshed pods)`);
+  if (first === undefined) throw new QueryError(`${arg.kind} ${ns}/${arg.name} not found in the manifests (or it has no meshed pods)`, { notFound: true });
   return { namespace: ns, pod: first.name, port };
 }
