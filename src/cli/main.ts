@@ -6,11 +6,12 @@ import { Command, CommanderError, Option, type OptionValues } from '@commander-j
 import pc from 'picocolors';
 import { QueryError } from '../index/index.js';
 import { clusterConfig } from './cluster-config.js';
-import { runAuthz } from './commands/authz.js';
+import { printAuthz, runAuthz } from './commands/authz.js';
 import { runCheck, statusOf } from './commands/check.js';
-import { runDiagnosticsPolicy } from './commands/diagnostics.js';
-import { runExplain } from './commands/explain.js';
+import { policyTarget, printPolicy, runDiagnosticsPolicy } from './commands/diagnostics.js';
+import { type ExplainOptions, printExplain, runExplain } from './commands/explain.js';
 import { runTest } from './commands/test.js';
+import { callController, controllerBase } from './controller-client.js';
 import { type CliIo, EXIT, processIo, UsageError } from './io.js';
 import { formatDiagnostics, palette } from './output.js';
 import { buildWorkspace, type Workspace } from './workspace.js';
@@ -35,6 +36,19 @@ function withManifestFlags<A extends unknown[], O extends OptionValues>(cmd: Com
     .option('--trust-domain <domain>', 'identity trust domain (default cluster.local)')
     .option('--control-plane-namespace <ns>', 'control-plane namespace used in identities (default linkerd)');
   return cmd;
+}
+
+/** Adds `--controller URL` (online mode) to a command that can also read manifests. */
+function withControllerFlag<A extends unknown[], O extends OptionValues>(cmd: Command<A, O>): Command<A, O> {
+  cmd.option('--controller <url>', "ask a running controller's JSON API (its admin address, e.g. http://127.0.0.1:9990) instead of reading -f manifests");
+  return cmd;
+}
+
+/** The controller to ask, or undefined for offline mode; -f and --controller exclude each other. */
+function onlineController(flags: { filename: string[]; controller?: string }): URL | undefined {
+  if (flags.controller === undefined) return undefined;
+  if (flags.filename.length > 0) throw new UsageError('give either -f manifests or --controller URL, not both');
+  return controllerBase(flags.controller);
 }
 
 function outputOption(choices: string[], dflt: string) {
@@ -91,40 +105,61 @@ function program(io: CliIo, result: { status: number }): Command {
     result.status = runCheck(ws, flags.output, io);
   });
 
-  withManifestFlags(
-    prog
-      .command('authz')
-      .description('show the effective inbound policy of every pod and port of a resource')
-      .argument('<resource>', 'pod/NAME, deploy/NAME, sts/NAME, ns/NAME, or a bare kind for all')
-      .option('-n, --namespace <ns>', 'namespace (default: default)')
-      .option('-A, --all-namespaces', 'all namespaces')
-      .addOption(outputOption(['text', 'json'], 'text')),
-  ).action((resource, opts) => {
-    const flags = opts as unknown as ClusterFlags & { output: string; namespace?: string; allNamespaces?: boolean };
+  withControllerFlag(
+    withManifestFlags(
+      prog
+        .command('authz')
+        .description('show the effective inbound policy of every pod and port of a resource')
+        .argument('<resource>', 'pod/NAME, deploy/NAME, sts/NAME, ns/NAME, or a bare kind for all')
+        .option('-n, --namespace <ns>', 'namespace (default: default)')
+        .option('-A, --all-namespaces', 'all namespaces')
+        .addOption(outputOption(['text', 'json'], 'text')),
+    ),
+  ).action(async (resource, opts) => {
+    const flags = opts as unknown as ClusterFlags & { output: string; namespace?: string; allNamespaces?: boolean; controller?: string };
+    const online = onlineController(flags);
+    if (online !== undefined) {
+      const q = new URLSearchParams({ resource });
+      if (flags.allNamespaces) q.set('allNamespaces', 'true');
+      else q.set('namespace', flags.namespace ?? 'default');
+      const view = (await callController(online, `/api/v1/authz?${q}`)) as Parameters<typeof printAuthz>[0];
+      result.status = printAuthz(view, flags.output, io);
+      return;
+    }
     const ws = workspaceFor(flags, io, { quiet: flags.output === 'json' });
     const ns = flags.allNamespaces ? undefined : flags.namespace;
     result.status = runAuthz(ws, resource, ns ?? (flags.allNamespaces ? undefined : 'default'), flags.output, io);
   });
 
-  withManifestFlags(
-    prog
-      .command('explain')
-      .description('evaluate one connection or request and print the decision chain')
-      .requiredOption('--to <target>', 'pod/NS/NAME:PORT or deploy/NAME:PORT')
-      .option('-n, --namespace <ns>', 'namespace of --to (default: default)')
-      .option('--from-ip <ip>', 'client IP (default: inside the first cluster network)')
-      .option('--from-identity <id>', 'client mesh identity (implies --tls mesh)')
-      .option('--from-sa <ns/name>', 'client ServiceAccount (identity built from the trust domain)')
-      .option('--tls <mode>', 'none | mesh | no-client-cert | passthrough')
-      .option('--sni <name>', 'SNI for --tls passthrough')
-      .option('--http <request>', "'METHOD PATH'")
-      .option('--header <header>', "'Name: value' (repeatable)", collect, [] as string[])
-      .option('--host <host>', 'Host header')
-      .option('--grpc <call>', 'SERVICE/METHOD')
-      .option('--tcp', 'an opaque TCP connection')
-      .addOption(outputOption(['text', 'json'], 'text')),
-  ).action((opts) => {
-    const flags = opts as unknown as ClusterFlags & Parameters<typeof runExplain>[1];
+  withControllerFlag(
+    withManifestFlags(
+      prog
+        .command('explain')
+        .description('evaluate one connection or request and print the decision chain')
+        .requiredOption('--to <target>', 'pod/NS/NAME:PORT or deploy/NAME:PORT')
+        .option('-n, --namespace <ns>', 'namespace of --to (default: default)')
+        .option('--from-ip <ip>', 'client IP (default: inside the first cluster network)')
+        .option('--from-identity <id>', 'client mesh identity (implies --tls mesh)')
+        .option('--from-sa <ns/name>', 'client ServiceAccount (identity built from the trust domain)')
+        .option('--tls <mode>', 'none | mesh | no-client-cert | passthrough')
+        .option('--sni <name>', 'SNI for --tls passthrough')
+        .option('--http <request>', "'METHOD PATH'")
+        .option('--header <header>', "'Name: value' (repeatable)", collect, [] as string[])
+        .option('--host <host>', 'Host header')
+        .option('--grpc <call>', 'SERVICE/METHOD')
+        .option('--tcp', 'an opaque TCP connection')
+        .addOption(outputOption(['text', 'json'], 'text')),
+    ),
+  ).action(async (opts) => {
+    const flags = opts as unknown as ClusterFlags & ExplainOptions & { controller?: string };
+    const online = onlineController(flags);
+    if (online !== undefined) {
+      const keys = ['to', 'namespace', 'fromIp', 'fromIdentity', 'fromSa', 'tls', 'sni', 'http', 'header', 'host', 'grpc', 'tcp'] as const;
+      const request = Object.fromEntries(keys.filter((k) => flags[k] !== undefined).map((k) => [k, flags[k]]));
+      const explained = (await callController(online, '/api/v1/explain', { method: 'POST', body: request })) as Parameters<typeof printExplain>[0];
+      result.status = printExplain(explained, flags.output, io);
+      return;
+    }
     const ws = workspaceFor(flags, io, { quiet: flags.output === 'json' });
     result.status = runExplain(ws, flags, io);
   });
@@ -139,16 +174,25 @@ function program(io: CliIo, result: { status: number }): Command {
     });
 
   const diag = prog.command('diagnostics').description('low-level views of what the controller serves');
-  withManifestFlags(
-    diag
-      .command('policy')
-      .description('print the inbound.Server message for a pod port (proto3 JSON mapping)')
-      .argument('<pod>', 'pod/NAME or pod/NAMESPACE/NAME')
-      .argument('<port>', 'port number')
-      .option('-n, --namespace <ns>', 'namespace (default: default)')
-      .addOption(outputOption(['json', 'yaml'], 'yaml')),
-  ).action((pod, port, opts) => {
-    const flags = opts as unknown as ClusterFlags & { output: string; namespace?: string };
+  withControllerFlag(
+    withManifestFlags(
+      diag
+        .command('policy')
+        .description('print the inbound.Server message for a pod port (proto3 JSON mapping)')
+        .argument('<pod>', 'pod/NAME or pod/NAMESPACE/NAME')
+        .argument('<port>', 'port number')
+        .option('-n, --namespace <ns>', 'namespace (default: default)')
+        .addOption(outputOption(['json', 'yaml'], 'yaml')),
+    ),
+  ).action(async (pod, port, opts) => {
+    const flags = opts as unknown as ClusterFlags & { output: string; namespace?: string; controller?: string };
+    const online = onlineController(flags);
+    if (online !== undefined) {
+      const t = policyTarget(pod, port, flags.namespace);
+      const q = new URLSearchParams({ workload: `${t.namespace}:${t.pod}`, port: String(t.port) });
+      result.status = printPolicy(await callController(online, `/api/v1/policy?${q}`), flags.output, io);
+      return;
+    }
     const ws = workspaceFor(flags, io, { quiet: true });
     result.status = runDiagnosticsPolicy(ws, pod, port, flags.namespace, flags.output, io);
   });

@@ -1,14 +1,19 @@
 /**
  * `ward authz`: the effective inbound policy of every pod and port of a resource.
  */
-import { authzView } from '../../index/index.js';
+import { authzView, type PodView } from '../../index/index.js';
 import { type CliIo, EXIT } from '../io.js';
 import { json, palette, table } from '../output.js';
 import type { Workspace } from '../workspace.js';
 
 /** Runs `ward authz`. `namespace` undefined means all namespaces (`-A`). */
 export function runAuthz(ws: Workspace, resource: string, namespace: string | undefined, output: string, io: CliIo): number {
-  const view = authzView(ws, resource, namespace).pods;
+  return printAuthz(authzView(ws, resource, namespace), output, io);
+}
+
+/** Prints an authz view (computed here or by a controller). */
+export function printAuthz(result: { readonly pods: readonly PodView[] }, output: string, io: CliIo): number {
+  const view = result.pods;
   if (output === 'json') {
     io.out(json({ pods: view }));
     return EXIT.ok;

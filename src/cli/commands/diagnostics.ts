@@ -11,14 +11,23 @@ import type { Workspace } from '../workspace.js';
 
 /** Runs `ward diagnostics policy`. */
 export function runDiagnosticsPolicy(ws: Workspace, resource: string, portText: string, namespace: string | undefined, output: string, io: CliIo): number {
+  const { namespace: ns, pod, port } = policyTarget(resource, portText, namespace);
+  const cell = ws.index.lookup(ns, pod, port);
+  if (cell === undefined) throw new UsageError(`pod ${ns}/${pod} not found (unknown server)`);
+  return printPolicy(serverToProtoJson(cell.value), output, io);
+}
+
+/** Parses `pod/[NS/]NAME PORT`. */
+export function policyTarget(resource: string, portText: string, namespace: string | undefined): { namespace: string; pod: string; port: number } {
   const arg = parseResourceArg(resource);
   if (arg.kind !== 'Pod' || arg.name === undefined) throw new UsageError(`expected pod/NAME or pod/NAMESPACE/NAME, got "${resource}"`);
   const port = Number(portText);
   if (!Number.isInteger(port) || port < 1 || port > 65535) throw new UsageError(`invalid port "${portText}" (1-65535)`);
-  const ns = arg.namespace ?? namespace ?? 'default';
-  const cell = ws.index.lookup(ns, arg.name, port);
-  if (cell === undefined) throw new UsageError(`pod ${ns}/${arg.name} not found (unknown server)`);
-  const msg = serverToProtoJson(cell.value);
+  return { namespace: arg.namespace ?? namespace ?? 'default', pod: arg.name, port };
+}
+
+/** Prints a policy message (computed here or by a controller). */
+export function printPolicy(msg: unknown, output: string, io: CliIo): number {
   io.out(output === 'json' ? json(msg) : stringify(msg));
   return EXIT.ok;
 }

@@ -23,7 +23,11 @@ export function formatExplain(r: ExplainResult, color: boolean): string {
 
 /** Runs `ward explain`. */
 export function runExplain(ws: Workspace, o: ExplainOptions, io: CliIo): number {
-  const result = explainRequest(ws, o);
-  io.out(o.output === 'json' ? json(result) : formatExplain(result, io.color));
+  return printExplain(explainRequest(ws, o), o.output, io);
+}
+
+/** Prints an explain result (computed here or by a controller). */
+export function printExplain(result: ExplainResult, output: string, io: CliIo): number {
+  io.out(output === 'json' ? json(result) : formatExplain(result, io.color));
   return EXIT.ok;
 }
