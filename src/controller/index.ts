@@ -1,2 +1,6 @@
-/** Public surface of `controller`. */
-export {};
+/**
+ * Public surface of `controller`: the long-running control plane behind `ward controller`.
+ */
+
+export * from './admin-api.js';
+export * from './admin-server.js';
