@@ -1,0 +1,38 @@
+/**
+ * How clients reach a gRPC server: an address and, for TLS, the trust roots, the expected
+ * server name (a mesh identity, usually not the DNS name dialled) and an optional client
+ * certificate. Shared by the inbound, identity and destination clients.
+ */
+import { type ChannelCredentials, type ChannelOptions, credentials } from '@grpc/grpc-js';
+
+/** Client TLS material (PEM). */
+export interface GrpcClientTls {
+  /** Trust roots for the server certificate. */
+  readonly caPem: string;
+  /** The name the server certificate must carry; also sent as SNI. */
+  readonly serverName: string;
+  /** Client certificate and key for mutual TLS. */
+  readonly certPem?: string;
+  readonly keyPem?: string;
+}
+
+/** Where and how to connect. */
+export interface GrpcConnectOptions {
+  /** `host:port` (`[::1]:port` for IPv6). */
+  readonly address: string;
+  /** Insecure (plaintext HTTP/2) when undefined. */
+  readonly tls?: GrpcClientTls;
+}
+
+/** grpc-js credentials and channel options for a connection. */
+export function channelSettings(opts: GrpcConnectOptions): { credentials: ChannelCredentials; options: ChannelOptions } {
+  const tls = opts.tls;
+  if (tls === undefined) return { credentials: credentials.createInsecure(), options: {} };
+  const key = tls.keyPem === undefined ? null : Buffer.from(tls.keyPem);
+  const cert = tls.certPem === undefined ? null : Buffer.from(tls.certPem);
+  return {
+    credentials: credentials.createSsl(Buffer.from(tls.caPem), key, cert),
+    // grpc-js then uses `serverName` for SNI and for the certificate name check.
+    options: { 'grpc.ssl_target_name_override': tls.serverName, 'grpc.default_authority': tls.serverName },
+  };
+}

@@ -1,0 +1,147 @@
+/**
+ * `io.linkerd.proxy.inbound.InboundServerPolicies` on top of an `InboundDiscovery` (upstream's
+ * `grpc/src/inbound.rs`): GetPort answers the current value; WatchPort sends the current value,
+ * then one message per published change, until the client cancels or the server shuts down.
+ * Requests are validated by `lookupPort` (INVALID_ARGUMENT / NOT_FOUND); anything unexpected is
+ * INTERNAL and never takes the server down.
+ */
+import { type ServerUnaryCall, type ServerWritableStream, type sendUnaryData, status } from '@grpc/grpc-js';
+import type { InboundServer } from '../core/index.js';
+import { errorMessage } from '../shared/index.js';
+import { type InboundServerPoliciesServer, InboundServerPoliciesService, type PortSpec, type Server } from './gen/inbound.js';
+import type { GrpcServiceBinding } from './grpc-service.js';
+import { type InboundDiscovery, lookupPort } from './inbound-lookup.js';
+import { serverToWire } from './inbound-wire.js';
+
+/** A published policy value that can be watched (structurally, the index's `PolicyCell`). */
+export interface WatchableCell {
+  readonly value: InboundServer;
+  /** Calls `listener` with each later value (not the current one); returns the unsubscribe function. */
+  subscribe(listener: (value: InboundServer) => void): () => void;
+}
+
+/** Metric hooks of the inbound service. */
+export interface InboundServiceHooks {
+  /** A WatchPort stream started (after its lookup succeeded). */
+  onStreamOpen?(): void;
+  /** A WatchPort stream ended (cancelled, failed, or closed by shutdown). Called once per open. */
+  onStreamClose?(): void;
+  /** A message was handed to a WatchPort stream. */
+  onUpdateSent?(value: InboundServer): void;
+}
+
+/** One open WatchPort stream. */
+interface Watch {
+  /** Unsubscribes and ends the stream with OK. */
+  end(): void;
+}
+
+/**
+ * The service binding. Backpressure: when a stream's buffer is full, later values are coalesced
+ * and only the newest is written once it drains (a proxy only needs the latest policy).
+ */
+export function inboundPolicyService(discovery: InboundDiscovery<WatchableCell>, hooks: InboundServiceHooks = {}): GrpcServiceBinding {
+  const watches = new Set<Watch>();
+
+  const getPort = (call: ServerUnaryCall<PortSpec, Server>, callback: sendUnaryData<Server>): void => {
+    try {
+      const r = lookupPort(discovery, call.request.workload, call.request.port);
+      if (r.code !== 'OK') {
+        callback({ code: status[r.code], details: r.message });
+        return;
+      }
+      callback(null, serverToWire(r.cell.value));
+    } catch (e) {
+      callback({ code: status.INTERNAL, details: errorMessage(e) });
+    }
+  };
+
+  const watchPort = (call: ServerWritableStream<PortSpec, Server>): void => {
+    let cell: WatchableCell;
+    try {
+      const r = lookupPort(discovery, call.request.workload, call.request.port);
+      if (r.code !== 'OK') {
+        call.emit('error', { code: status[r.code], details: r.message });
+        return;
+      }
+      cell = r.cell;
+    } catch (e) {
+      call.emit('error', { code: status.INTERNAL, details: errorMessage(e) });
+      return;
+    }
+
+    // Cancelled before the handler ran: 'cancelled' has already been emitted.
+    if (call.cancelled) return;
+    let closed = false;
+    let blocked = false;
+    let pending: InboundServer | undefined;
+    let unsubscribe: (() => void) | undefined;
+
+    const cleanup = (): boolean => {
+      if (closed) return false;
+      closed = true;
+      unsubscribe?.();
+      watches.delete(watch);
+      hooks.onStreamClose?.();
+      return true;
+    };
+    const fail = (e: unknown): void => {
+      if (cleanup()) call.emit('error', { code: status.INTERNAL, details: errorMessage(e) });
+    };
+    const send = (value: InboundServer): void => {
+      if (closed) return;
+      if (blocked) {
+        pending = value;
+        return;
+      }
+      let ok: boolean;
+      try {
+        ok = call.write(serverToWire(value));
+      } catch (e) {
+        fail(e);
+        return;
+      }
+      hooks.onUpdateSent?.(value);
+      if (!ok) {
+        blocked = true;
+        call.once('drain', onDrain);
+      }
+    };
+    const onDrain = (): void => {
+      blocked = false;
+      const next = pending;
+      pending = undefined;
+      if (next !== undefined) send(next);
+    };
+    const watch: Watch = {
+      end: () => {
+        if (cleanup()) call.end();
+      },
+    };
+
+    call.on('cancelled', cleanup);
+    call.on('close', cleanup);
+    call.on('error', cleanup);
+    watches.add(watch);
+    hooks.onStreamOpen?.();
+    send(cell.value);
+    if (closed) return;
+    try {
+      const u = cell.subscribe(send);
+      if (closed) u();
+      else unsubscribe = u;
+    } catch (e) {
+      fail(e);
+    }
+  };
+
+  const implementation: InboundServerPoliciesServer = { getPort, watchPort };
+  return {
+    serviceName: 'io.linkerd.proxy.inbound.InboundServerPolicies',
+    definition: InboundServerPoliciesService,
+    implementation,
+    closeStreams: () => {
+      for (const w of [...watches]) w.end();
+    },
+  };
+}
