@@ -26,8 +26,8 @@ export interface InboundServiceHooks {
   onStreamOpen?(): void;
   /** A WatchPort stream ended (cancelled, failed, or closed by shutdown). Called once per open. */
   onStreamClose?(): void;
-  /** A message was handed to a WatchPort stream. */
-  onUpdateSent?(value: InboundServer): void;
+  /** A message was handed to a WatchPort stream; `initial` for the first message of a stream. */
+  onUpdateSent?(value: InboundServer, initial: boolean): void;
 }
 
 /** One open WatchPort stream. */
@@ -88,7 +88,7 @@ export function inboundPolicyService(discovery: InboundDiscovery<WatchableCell>,
     const fail = (e: unknown): void => {
       if (cleanup()) call.emit('error', { code: status.INTERNAL, details: errorMessage(e) });
     };
-    const send = (value: InboundServer): void => {
+    const send = (value: InboundServer, initial = false): void => {
       if (closed) return;
       if (blocked) {
         pending = value;
@@ -101,7 +101,7 @@ export function inboundPolicyService(discovery: InboundDiscovery<WatchableCell>,
         fail(e);
         return;
       }
-      hooks.onUpdateSent?.(value);
+      hooks.onUpdateSent?.(value, initial);
       if (!ok) {
         blocked = true;
         call.once('drain', onDrain);
@@ -124,10 +124,10 @@ export function inboundPolicyService(discovery: InboundDiscovery<WatchableCell>,
     call.on('error', cleanup);
     watches.add(watch);
     hooks.onStreamOpen?.();
-    send(cell.value);
+    send(cell.value, true);
     if (closed) return;
     try {
-      const u = cell.subscribe(send);
+      const u = cell.subscribe((v) => send(v));
       if (closed) u();
       else unsubscribe = u;
     } catch (e) {

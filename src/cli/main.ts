@@ -8,8 +8,10 @@ import { QueryError } from '../index/index.js';
 import { clusterConfig } from './cluster-config.js';
 import { printAuthz, runAuthz } from './commands/authz.js';
 import { runCheck, statusOf } from './commands/check.js';
+import { registerControllerCommand } from './commands/controller.js';
 import { policyTarget, printPolicy, runDiagnosticsPolicy } from './commands/diagnostics.js';
 import { type ExplainOptions, printExplain, runExplain } from './commands/explain.js';
+import { registerIdentityCommands } from './commands/identity.js';
 import { runTest } from './commands/test.js';
 import { callController, controllerBase } from './controller-client.js';
 import { type CliIo, EXIT, processIo, UsageError } from './io.js';
@@ -85,7 +87,7 @@ class InputError extends Error {
 }
 
 /** Builds the command tree. `result` receives each command's exit status. */
-function program(io: CliIo, result: { status: number }): Command {
+function program(io: CliIo, result: { status: number }, signal: AbortSignal | undefined): Command {
   const prog = new Command('ward')
     .description('identity-based authorization for service meshes: check, inspect, explain and test inbound policy')
     .showHelpAfterError()
@@ -196,14 +198,19 @@ function program(io: CliIo, result: { status: number }): Command {
     const ws = workspaceFor(flags, io, { quiet: true });
     result.status = runDiagnosticsPolicy(ws, pod, port, flags.namespace, flags.output, io);
   });
+  registerIdentityCommands(prog as unknown as Parameters<typeof registerIdentityCommands>[0], io, result);
+  registerControllerCommand(prog as unknown as Parameters<typeof registerControllerCommand>[0], io, result, signal);
   return prog;
 }
 
-/** Runs the CLI with `argv` (without node and script) and returns the exit status. */
-export async function main(argv: readonly string[], io: CliIo = processIo(pc.isColorSupported)): Promise<number> {
+/**
+ * Runs the CLI with `argv` (without node and script) and returns the exit status. `signal` stops
+ * long-running commands (default: SIGINT/SIGTERM).
+ */
+export async function main(argv: readonly string[], io: CliIo = processIo(pc.isColorSupported), signal?: AbortSignal): Promise<number> {
   const result = { status: EXIT.ok as number };
   try {
-    await program(io, result).parseAsync([...argv], { from: 'user' });
+    await program(io, result, signal).parseAsync([...argv], { from: 'user' });
     return result.status;
   } catch (e) {
     if (e instanceof CommanderError) {

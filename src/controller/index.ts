@@ -4,3 +4,4 @@
 
 export * from './admin-api.js';
 export * from './admin-server.js';
+export * from './controller.js';

@@ -1,10 +1,12 @@
 /**
- * Public surface of `index`: resources to per-(pod, port) `InboundServer` values.
+ * Public surface of `index`: resources to per-(pod, port) `InboundServer` values, and to the
+ * endpoints the Destination API serves.
  */
 
 export * from './authz-view.js';
 export * from './cell.js';
 export type { ApSpec, Converted, PolicyTarget, RouteSpec, SazSpec } from './convert.js';
+export * from './endpoints.js';
 export * from './explain-probe.js';
 export * from './explain-request.js';
 export * from './lint.js';

@@ -1,7 +1,7 @@
 /**
  * Public surface of `manifest`: loading manifests with positions, decoding them into typed
  * resources per CRD version, the admission webhook's rules, per-resource lint, workload
- * expansion and the injector's pod transform.
+ * expansion, the injector's pod transform, and the pipeline that chains them.
  */
 
 export {
@@ -32,6 +32,20 @@ export {
   type ManifestDocument,
   parseManifestText,
 } from './load.js';
+export {
+  type AdmitOptions,
+  type AdmitResult,
+  type AdmittedDocument,
+  admitDocuments,
+  type CheckEntry,
+  dedupeResources,
+  duplicateDiagnostic,
+  namespacesOf,
+  type PodsResult,
+  podsOf,
+  resourceKeyOf,
+  resourceKeyString,
+} from './pipeline.js';
 export { HTTP_METHODS } from './route-schemas.js';
 export * from './types.js';
 export { expandWorkloads, isWorkload } from './workloads.js';

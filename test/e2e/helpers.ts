@@ -1,0 +1,86 @@
+/**
+ * Helpers for multi-process tests: run the real `ward` executable, wait for conditions with
+ * explicit bounds, and clean up processes even when a test fails.
+ */
+import { type ChildProcessWithoutNullStreams, spawn, spawnSync } from 'node:child_process';
+
+const ROOT = new URL('../../', import.meta.url).pathname;
+/** The `ward` executable of this checkout. */
+export const WARD_BIN = `${ROOT}bin/ward.js`;
+
+/** Runs `ward ARGS` to completion (bounded), returning its status and output. */
+export function wardSync(args: readonly string[], timeoutMs = 30_000): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [WARD_BIN, ...args], { encoding: 'utf8', timeout: timeoutMs });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** A running `ward` process with its output collected. */
+export interface WardProcess {
+  readonly child: ChildProcessWithoutNullStreams;
+  stdout(): string;
+  stderr(): string;
+  /** Resolves with the exit code once the process ended. */
+  readonly exited: Promise<number | null>;
+  /** SIGTERM, then SIGKILL after `graceMs`; resolves with the exit code. */
+  stop(graceMs?: number): Promise<number | null>;
+}
+
+/** Starts `ward ARGS` in the background. */
+export function wardSpawn(args: readonly string[], env: NodeJS.ProcessEnv = {}): WardProcess {
+  const child = spawn(process.execPath, [WARD_BIN, ...args], { env: { ...process.env, ...env, NO_COLOR: '1' } });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (c: Buffer) => {
+    out += c.toString();
+  });
+  child.stderr.on('data', (c: Buffer) => {
+    err += c.toString();
+  });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return {
+    child,
+    stdout: () => out,
+    stderr: () => err,
+    exited,
+    async stop(graceMs = 5000) {
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+      const code = await exited;
+      clearTimeout(timer);
+      return code;
+    },
+  };
+}
+
+/** Polls `check` every `intervalMs` until it returns a value other than undefined, or fails after `timeoutMs`. */
+export async function waitFor<T>(what: string, check: () => T | undefined | Promise<T | undefined>, timeoutMs = 10_000, intervalMs = 25): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await check();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
+
+/** Ports a started controller reported on stderr. */
+export interface ControllerPorts {
+  readonly policy: number;
+  readonly identity: number;
+  readonly destination: number;
+  readonly admin: number;
+}
+
+/** Waits for the controller's ready line and parses its ports. */
+export async function controllerPorts(p: WardProcess, timeoutMs = 20_000): Promise<ControllerPorts> {
+  return waitFor(
+    `the controller's ready line (stderr so far: ${p.stderr().slice(-500)})`,
+    () => {
+      if (p.child.exitCode !== null) throw new Error(`controller exited with ${p.child.exitCode}: ${p.stderr()}`);
+      const m = /ward controller ready: policy :(\d+), identity :(\d+), destination :(\d+), admin http:\/\/[^:]+:(\d+)/.exec(p.stderr());
+      return m === null ? undefined : { policy: Number(m[1]), identity: Number(m[2]), destination: Number(m[3]), admin: Number(m[4]) };
+    },
+    timeoutMs,
+  );
+}
