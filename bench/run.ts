@@ -1,17 +1,21 @@
 /**
- * Benchmark runner: `npm run bench -- <decide|index|all> [--json]`.
+ * Benchmark runner: `npm run bench -- <decide|index|propagation|certify|all> [--json]`.
  *
  * Prints a table per suite, or with `--json` exactly one JSON object per suite and line:
  * `{"suite": "...", "results": [{"name", "nsPerOp", "opsPerSec", ...extra}]}`. Progress and
  * warnings go to stderr so stdout stays machine-readable. Unknown suite: exit 2.
  */
+import { runCertifySuite } from './certify.js';
 import { runDecideSuite } from './decide.js';
 import type { BenchResult, Suite } from './harness.js';
 import { runIndexSuite } from './index.js';
+import { runPropagationSuite } from './propagation.js';
 
 const SUITES: readonly Suite[] = [
   { name: 'decide', run: runDecideSuite },
   { name: 'index', run: runIndexSuite },
+  { name: 'propagation', run: runPropagationSuite },
+  { name: 'certify', run: runCertifySuite },
 ];
 
 const USAGE = `usage: npm run bench -- <${[...SUITES.map((s) => s.name), 'all'].join('|')}> [--json]`;
@@ -30,12 +34,13 @@ function formatTime(ns: number | null): string {
   return `${ns.toFixed(1)} ns`;
 }
 
-const CORE_FIELDS = new Set(['name', 'nsPerOp', 'opsPerSec', 'targetNs', 'targetMs', 'targetMb', 'meetsTarget']);
+const CORE_FIELDS = new Set(['name', 'nsPerOp', 'opsPerSec', 'targetNs', 'targetMs', 'targetMb', 'targetPerSec', 'meetsTarget']);
 
 function targetOf(r: BenchResult): string {
   if (typeof r.targetNs === 'number') return `< ${formatTime(r.targetNs)}`;
   if (typeof r.targetMs === 'number') return `< ${r.targetMs} ms`;
   if (typeof r.targetMb === 'number') return `< ${r.targetMb} MB`;
+  if (typeof r.targetPerSec === 'number') return `> ${r.targetPerSec}/s`;
   return '';
 }
 

@@ -22,17 +22,23 @@ export interface GrpcConnectOptions {
   readonly address: string;
   /** Insecure (plaintext HTTP/2) when undefined. */
   readonly tls?: GrpcClientTls;
+  /**
+   * Use a connection of this client's own instead of grpc-js's process-wide pool (where clients
+   * with equal settings share one HTTP/2 connection). For tools that act as many proxies.
+   */
+  readonly dedicatedConnection?: boolean;
 }
 
 /** grpc-js credentials and channel options for a connection. */
 export function channelSettings(opts: GrpcConnectOptions): { credentials: ChannelCredentials; options: ChannelOptions } {
   const tls = opts.tls;
-  if (tls === undefined) return { credentials: credentials.createInsecure(), options: {} };
+  const pool: ChannelOptions = opts.dedicatedConnection === true ? { 'grpc.use_local_subchannel_pool': 1 } : {};
+  if (tls === undefined) return { credentials: credentials.createInsecure(), options: pool };
   const key = tls.keyPem === undefined ? null : Buffer.from(tls.keyPem);
   const cert = tls.certPem === undefined ? null : Buffer.from(tls.certPem);
   return {
     credentials: credentials.createSsl(Buffer.from(tls.caPem), key, cert),
     // grpc-js then uses `serverName` for SNI and for the certificate name check.
-    options: { 'grpc.ssl_target_name_override': tls.serverName, 'grpc.default_authority': tls.serverName },
+    options: { ...pool, 'grpc.ssl_target_name_override': tls.serverName, 'grpc.default_authority': tls.serverName },
   };
 }

@@ -8,7 +8,7 @@
 import { type ServerUnaryCall, type ServerWritableStream, type sendUnaryData, status } from '@grpc/grpc-js';
 import type { InboundServer } from '../core/index.js';
 import { errorMessage } from '../shared/index.js';
-import { type InboundServerPoliciesServer, InboundServerPoliciesService, type PortSpec, type Server } from './gen/inbound.js';
+import { type InboundServerPoliciesServer, InboundServerPoliciesService, type PortSpec, Server } from './gen/inbound.js';
 import type { GrpcServiceBinding } from './grpc-service.js';
 import { type InboundDiscovery, lookupPort } from './inbound-lookup.js';
 import { serverToWire } from './inbound-wire.js';
@@ -42,6 +42,17 @@ interface Watch {
  */
 export function inboundPolicyService(discovery: InboundDiscovery<WatchableCell>, hooks: InboundServiceHooks = {}): GrpcServiceBinding {
   const watches = new Set<Watch>();
+  // The index shares one InboundServer value between all pods a Server selects, so one change
+  // is encoded once for all the streams it affects, not once per stream.
+  const encoded = new WeakMap<InboundServer, Buffer>();
+  const encode = (value: InboundServer): Buffer => {
+    let bytes = encoded.get(value);
+    if (bytes === undefined) {
+      bytes = Buffer.from(Server.encode(serverToWire(value)).finish());
+      encoded.set(value, bytes);
+    }
+    return bytes;
+  };
 
   const getPort = (call: ServerUnaryCall<PortSpec, Server>, callback: sendUnaryData<Server>): void => {
     try {
@@ -96,7 +107,8 @@ export function inboundPolicyService(discovery: InboundDiscovery<WatchableCell>,
       }
       let ok: boolean;
       try {
-        ok = call.write(serverToWire(value));
+        // Pre-encoded: the definition below passes Buffers through unchanged.
+        ok = call.write(encode(value) as unknown as Server);
       } catch (e) {
         fail(e);
         return;
@@ -138,7 +150,13 @@ export function inboundPolicyService(discovery: InboundDiscovery<WatchableCell>,
   const implementation: InboundServerPoliciesServer = { getPort, watchPort };
   return {
     serviceName: 'io.linkerd.proxy.inbound.InboundServerPolicies',
-    definition: InboundServerPoliciesService,
+    definition: {
+      ...InboundServerPoliciesService,
+      watchPort: {
+        ...InboundServerPoliciesService.watchPort,
+        responseSerialize: (value: Server | Buffer): Buffer => (Buffer.isBuffer(value) ? value : Buffer.from(Server.encode(value).finish())),
+      },
+    },
     implementation,
     closeStreams: () => {
       for (const w of [...watches]) w.end();
