@@ -328,7 +328,10 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
       logger: log,
       debounceMs: opts.debounceMs ?? 20,
       ...(opts.rescanIntervalMs !== undefined ? { rescanIntervalMs: opts.rescanIntervalMs } : {}),
-      onChange: (s) => log.info({ applied: s.applied, deleted: s.deleted, files: s.files.length, ms: Date.now() - s.startedAtMs }, 'manifests applied'),
+      onChange: (s) => {
+        if (s.applied + s.deleted > 0)
+          log.info({ applied: s.applied, deleted: s.deleted, files: s.files.length, ms: Date.now() - s.startedAtMs }, 'manifests applied');
+      },
     });
     await source.start();
     const src = source;

@@ -785,6 +785,8 @@ export class DirectorySource {
     for (const [k, r] of desired) if (this.#applied.get(k) !== r) applies.push(r);
     for (const [k, r] of this.#applied) if (!desired.has(k)) deletes.push(resourceKeyOf(r));
     this.#applied = desired;
+    // Set before the sink runs, so a sink that measures propagation sees this batch's start.
+    this.#lastChangeStartedAt = startedAtMs;
     if (applies.length + deletes.length > 0) {
       try {
         this.#sink.update((tx) => {
@@ -795,7 +797,6 @@ export class DirectorySource {
         this.#log.error({ dir: this.#dir, err: errorMessage(err) }, 'the sink failed to apply manifest changes');
       }
     }
-    this.#lastChangeStartedAt = startedAtMs;
     this.#log.debug({ applied: applies.length, deleted: deletes.length, files, latencyMs: Date.now() - startedAtMs }, 'manifest changes applied');
     if (this.#onChange !== undefined) {
       try {

@@ -9,12 +9,14 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { createServer as createTlsServer, type TLSSocket, connect as tlsConnect } from 'node:tls';
 import { DestinationClient, type DestinationEvent, GrpcError, IdentityClient, InboundPolicyClient } from '../../src/api/index.js';
 import type { InboundServer } from '../../src/core/index.js';
-import { createCsr, generateWorkloadKey } from '../../src/identity/index.js';
+import { createCsr, generateWorkloadKey, type WorkloadCertificate, WorkloadIdentity } from '../../src/identity/index.js';
 import { type ControllerPorts, controllerPorts, type WardProcess, waitFor, wardSpawn, wardSync } from './helpers.js';
 
 const EXAMPLE = new URL('../../examples/emojivoto/', import.meta.url).pathname;
@@ -111,6 +113,72 @@ describe('e2e: ward controller', { timeout: 120_000 }, () => {
     }
   });
 
+  it('a workload identity gets, renews and rotates its certificate through the API without dropping connections', async () => {
+    const client = new IdentityClient({ address: `127.0.0.1:${ports.identity}`, tls: { caPem: anchor, serverName: IDENTITY_SERVER } });
+    const rotations: WorkloadCertificate[] = [];
+    const wl = new WorkloadIdentity({
+      identity: WEB_ID,
+      tokenSource: () => {
+        const t = wardSync(['identity', 'token', '--identity-dir', idDir, '--sa', 'emojivoto/web', '--ttl', '10m']);
+        assert.equal(t.status, 0, t.stderr);
+        return new TextEncoder().encode(t.stdout.trim());
+      },
+      certify: (req) => client.certify(req),
+      trustAnchorsPem: anchor,
+      minRefreshMs: 500,
+      maxRefreshMs: 1500,
+      onRotated: (c) => rotations.push(c),
+    });
+    const first = await wl.start();
+    // A mutual-TLS echo server using the first certificate; a client connected with it.
+    const server = createTlsServer(
+      { cert: first.certPem + first.chainPem, key: first.keyPem, ca: anchor, requestCert: true, rejectUnauthorized: true },
+      (sock) => sock.pipe(sock),
+    );
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as AddressInfo).port;
+    const dial = () =>
+      new Promise<TLSSocket>((resolve, reject) => {
+        const cur = wl.current() as WorkloadCertificate;
+        const s = tlsConnect({
+          host: '127.0.0.1',
+          port,
+          servername: WEB_ID,
+          ca: anchor,
+          cert: cur.certPem + cur.chainPem,
+          key: cur.keyPem,
+          checkServerIdentity: () => undefined,
+        });
+        s.once('secureConnect', () => resolve(s));
+        s.once('error', reject);
+      });
+    const echo = (s: TLSSocket, text: string) =>
+      new Promise<string>((resolve) => {
+        s.once('data', (d: Buffer) => resolve(d.toString()));
+        s.write(text);
+      });
+    try {
+      const old = await dial();
+      assert.equal(await echo(old, 'before'), 'before');
+      const oldSerial = old.getPeerX509Certificate()?.serialNumber;
+      await waitFor('a renewal', () => (rotations.length >= 2 ? true : undefined), 15_000);
+      const renewed = wl.current() as WorkloadCertificate;
+      assert.notEqual(renewed.certPem, first.certPem);
+      server.setSecureContext({ cert: renewed.certPem + renewed.chainPem, key: renewed.keyPem, ca: anchor });
+      // The established connection keeps working on the old certificate; new ones get the new one.
+      assert.equal(await echo(old, 'after'), 'after');
+      const fresh = await dial();
+      assert.notEqual(fresh.getPeerX509Certificate()?.serialNumber, oldSerial);
+      assert.equal(new X509Certificate(renewed.certPem).subjectAltName, `DNS:${WEB_ID}`);
+      old.destroy();
+      fresh.destroy();
+    } finally {
+      wl.stop();
+      client.close();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+  });
+
   it('refuses a client that does not trust the anchor, and one expecting another server name', async () => {
     const other = mkdtempSync(join(tmpdir(), 'ward-e2e-other-'));
     try {
@@ -190,6 +258,8 @@ describe('e2e: ward controller', { timeout: 120_000 }, () => {
       assert.match(metrics, /^ward_policy_watch_streams 1$/m);
       assert.match(metrics, /^ward_policy_updates_sent_total 2$/m);
       assert.match(metrics, /^ward_policy_update_latency_seconds_count 2$/m);
+      const latencySum = Number(/^ward_policy_update_latency_seconds_sum (\S+)$/m.exec(metrics)?.[1]);
+      assert.ok(latencySum > 0 && latencySum < 5, `latency sum ${latencySum} s for two updates`);
       assert.match(metrics, /^identity_cert_issued_total [1-9]/m);
       assert.match(metrics, /^identity_cert_refused_total\{reason="[a-z-]+"\} [1-9]/m);
     } finally {
