@@ -17,7 +17,7 @@ import type { Diagnostic, Result } from '../core/index.js';
 import { errorMessage, MeshError } from '../shared/index.js';
 import { anchorOf, type ParsedCertificate, parseCertificatesPem, validityProblem, verifyChain } from './chain.js';
 import { identityDiagnostic } from './diagnostics.js';
-import { createIntermediateCertificate, createRootCertificate } from './issue.js';
+import { createIntermediateCertificate, createRootCertificate, type LeafSigner, leafSignerOf } from './issue.js';
 import { generateEcKeyPair, parsePrivateKeyPem, privateKeyToPem, toSigningKey } from './keys.js';
 import { type CryptoKey, OID, x509 } from './x509.js';
 
@@ -181,6 +181,8 @@ export interface Issuer {
   readonly signingKey: CryptoKey;
   /** The parsed issuer certificate, for signing. */
   readonly certificate: x509.X509Certificate;
+  /** What signing workload certificates needs (issuer name, AKI, the key as a KeyObject), precomputed. */
+  readonly leafSigner: LeafSigner;
 }
 
 /** PEM texts of an issuer, plus the names to use for them in messages. */
@@ -272,7 +274,15 @@ export async function validateIssuer(material: IssuerMaterial, now: number = Dat
       }
     }
   }
-  if (problems.length > 0 || !key.ok) return { ok: false, diagnostics: problems };
+  let leafSigner: LeafSigner | undefined;
+  if (key.ok) {
+    try {
+      leafSigner = leafSignerOf(issuer.der, key.key);
+    } catch (e) {
+      problems.push(identityDiagnostic('ID002', { file: files.cert, detail: `the issuer certificate is not strict DER (${errorMessage(e)})` }));
+    }
+  }
+  if (problems.length > 0 || !key.ok || leafSigner === undefined) return { ok: false, diagnostics: problems };
 
   const anchor = anchorOf(chain, anchors) as ParsedCertificate;
   const chainPem = chain.map((c) => c.x.toString('pem')).join('\n');
@@ -289,6 +299,7 @@ export async function validateIssuer(material: IssuerMaterial, now: number = Dat
       fingerprintSha256: issuer.node.fingerprint256,
       signingKey: await toSigningKey(key.key),
       certificate: issuer.x,
+      leafSigner,
     },
     diagnostics: [],
   };

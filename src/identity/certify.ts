@@ -5,11 +5,12 @@
 import { type IdentityDomain, serviceAccountIdentity } from '../core/index.js';
 import { Counter, errorMessage, Gauge, MeshError, type Registry } from '../shared/index.js';
 import type { Issuer } from './ca.js';
-import { createLeafCertificate, type Signer } from './issue.js';
+import { createPublicKey, KeyObject, verify } from 'node:crypto';
+import { CURVE_NAMES, ECDSA_SIGNATURE_HASHES, KEY_ALGORITHM_NAMES, OIDS, type ParsedCsr, parseCsr } from './csr.js';
+import { createLeafCertificate } from './issue.js';
 import { generateEcKeyPair, privateKeyToPem } from './keys.js';
-import { certificatesToPem, isDerSequence } from './pem.js';
+import { certificatesToPem, encodePem, isDerSequence } from './pem.js';
 import type { TokenAuthenticator, TokenAuthResult } from './token.js';
-import { OID, x509 } from './x509.js';
 
 /** Certify's input (`io.linkerd.proxy.identity.CertifyRequest`). */
 export interface CertifyRequest {
@@ -176,14 +177,14 @@ export class CertificateAuthority {
     );
     if (missing.length > 0) return refuse('INVALID_ARGUMENT', 'missing-field', `missing ${missing.join(', ')}`);
     if (!isDerSequence(req.csrDer)) return refuse('INVALID_ARGUMENT', 'bad-csr', 'certificate_signing_request is not a DER PKCS#10 request');
-    let csr: x509.Pkcs10CertificateRequest;
+    let csr: ParsedCsr;
     try {
-      csr = new x509.Pkcs10CertificateRequest(req.csrDer);
+      csr = parseCsr(req.csrDer);
     } catch (e) {
       return refuse('INVALID_ARGUMENT', 'bad-csr', `certificate_signing_request is not a DER PKCS#10 request: ${errorMessage(e)}`);
     }
 
-    const csrProblem = await checkCsr(csr, req.identity);
+    const csrProblem = checkCsr(csr, req.identity);
     if (csrProblem !== undefined) return csrProblem;
 
     let who: TokenAuthResult;
@@ -202,12 +203,12 @@ export class CertificateAuthority {
       );
     }
 
-    const leaf = await createLeafCertificate(
+    const leaf = createLeafCertificate(
       { commonName: req.identity, dnsNames: [req.identity], ...this.#validity(issuer, now) },
-      csr.publicKey,
-      signerOf(issuer),
+      csr.spkiDer,
+      issuer.leafSigner,
     );
-    return { ok: true, leafDer: new Uint8Array(leaf.rawData), chainDer: issuer.chainDer, validUntilMs: leaf.notAfter.getTime() };
+    return { ok: true, leafDer: leaf.der, chainDer: issuer.chainDer, validUntilMs: leaf.notAfterMs };
   }
 
   #validity(issuer: Issuer, now: number): { notBeforeMs: number; notAfterMs: number } {
@@ -225,51 +226,64 @@ export class CertificateAuthority {
     const issuer = this.#issuer();
     if (issuer === undefined || now > issuer.chainNotAfterMs) throw new MeshError('ERR_IDENTITY_NO_ISSUER', 'no valid issuer is loaded');
     const keys = await generateEcKeyPair();
-    const leaf = await createLeafCertificate({ commonName: first, dnsNames, ...this.#validity(issuer, now) }, keys.publicKey, signerOf(issuer));
+    const spki = KeyObject.from(keys.publicKey).export({ type: 'spki', format: 'der' });
+    const leaf = createLeafCertificate({ commonName: first, dnsNames, ...this.#validity(issuer, now) }, new Uint8Array(spki), issuer.leafSigner);
     return {
-      certPem: `${leaf.toString('pem')}\n`,
+      certPem: encodePem('CERTIFICATE', leaf.der),
       keyPem: await privateKeyToPem(keys.privateKey),
       chainPem: certificatesToPem(issuer.chainDer),
-      notAfterMs: leaf.notAfter.getTime(),
+      notAfterMs: leaf.notAfterMs,
     };
   }
 }
 
-function signerOf(issuer: Issuer): Signer {
-  return { cert: issuer.certificate, key: issuer.signingKey };
-}
+const SAN_KINDS: Readonly<Record<string, string>> = {
+  email: 'email addresses',
+  ip: 'IP addresses',
+  uri: 'URIs',
+  other: 'other names',
+  x400: 'X.400 addresses',
+  dn: 'directory names',
+  edi: 'EDI party names',
+  rid: 'registered IDs',
+};
 
 /** The §5.4 CSR rules; returns the refusal, or undefined when the CSR is acceptable. */
-async function checkCsr(csr: x509.Pkcs10CertificateRequest, identity: string): Promise<CertifyResult | undefined> {
+function checkCsr(csr: ParsedCsr, identity: string): CertifyResult | undefined {
   const fail = (reason: CertifyRefusalReason, message: string) => refuse('FAILED_PRECONDITION', reason, message);
-  let algorithm: { name?: string; namedCurve?: string };
-  try {
-    algorithm = csr.publicKey.algorithm as { name?: string; namedCurve?: string };
-  } catch (e) {
-    return fail('not-ecdsa', `CSR must contain an ECDSA public key: ${errorMessage(e)}`);
+  if (csr.keyAlgorithm !== OIDS.ecPublicKey) {
+    return fail('not-ecdsa', `CSR must contain an ECDSA public key (got ${KEY_ALGORITHM_NAMES[csr.keyAlgorithm] ?? `key algorithm ${csr.keyAlgorithm}`})`);
   }
-  if (algorithm.name !== 'ECDSA') return fail('not-ecdsa', `CSR must contain an ECDSA public key (got ${algorithm.name ?? 'an unknown key type'})`);
-  if (algorithm.namedCurve !== 'P-256') return fail('bad-curve', `CSR key must be on curve P-256 (got ${algorithm.namedCurve ?? 'an unknown curve'})`);
-  let signed: boolean;
-  try {
-    signed = await csr.verify();
-  } catch {
-    signed = false;
+  if (csr.curve !== OIDS.p256) {
+    const got = csr.curve === undefined ? 'an unknown curve' : (CURVE_NAMES[csr.curve] ?? csr.curve);
+    return fail('bad-curve', `CSR key must be on curve P-256 (got ${got})`);
   }
-  if (!signed) return fail('bad-csr-signature', 'CSR signature does not verify with its own public key');
+  if (!selfSigned(csr)) return fail('bad-csr-signature', 'CSR signature does not verify with its own public key');
 
-  const sanExtensions = csr.getExtensions(OID.subjectAltName);
-  if (sanExtensions.length > 1) return fail('bad-san', 'CSR has more than one subjectAltName extension');
-  const names = sanExtensions[0] === undefined ? [] : new x509.SubjectAlternativeNameExtension(sanExtensions[0].rawData).names.items;
+  if (csr.subjectAltNames.length > 1) return fail('bad-san', 'CSR has more than one subjectAltName extension');
+  const names = csr.subjectAltNames[0] ?? [];
   const dns = names.filter((n) => n.type === 'dns');
   if (dns.length !== 1) return fail('bad-san', `CSR must have exactly one DNS name (has ${dns.length})`);
   if (dns[0]?.value !== identity) return fail('bad-san', `CSR name does not match requested identity: csr=${dns[0]?.value}; req=${identity}`);
   const other = names.filter((n) => n.type !== 'dns');
   if (other.length > 0) {
-    const kinds = [...new Set(other.map((n) => ({ email: 'email addresses', ip: 'IP addresses', url: 'URIs' })[n.type as string] ?? `${n.type} names`))];
+    const kinds = [...new Set(other.map((n) => SAN_KINDS[n.type] ?? `${n.type} names`))];
     return fail('bad-san', `cannot validate ${kinds.join(', ')} in the CSR`);
   }
-  const cns = csr.subjectName.getField('CN');
+  const cns = csr.commonNames;
   if (cns.length > 1 || (cns.length === 1 && cns[0] !== '' && cns[0] !== identity)) return fail('bad-cn', `invalid CommonName: ${cns.join(', ')}`);
   return undefined;
+}
+
+/** True when the request's ECDSA signature verifies with its own (P-256) key. */
+function selfSigned(csr: ParsedCsr): boolean {
+  const hash = ECDSA_SIGNATURE_HASHES[csr.signatureAlgorithm];
+  if (hash === undefined) return false;
+  try {
+    const key = createPublicKey({ key: Buffer.from(csr.spkiDer.buffer, csr.spkiDer.byteOffset, csr.spkiDer.length), format: 'der', type: 'spki' });
+    return verify(hash, csr.infoDer, { key, dsaEncoding: 'der' }, csr.signature);
+  } catch {
+    // Not a valid point on the curve, or a signature node:crypto cannot parse.
+    return false;
+  }
 }

@@ -1,8 +1,31 @@
 /**
  * Certificate building: self-signed roots, intermediate CAs and end-entity certificates, all
- * ECDSA with SHA-256.
+ * ECDSA with SHA-256. CA certificates (rare) are built with `@peculiar/x509`; end-entity
+ * certificates (the CA's hot path) with the DER encoder in `der.ts` and signed synchronously by
+ * node:crypto, from parts precomputed once per issuer ({@link LeafSigner}).
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, type KeyObject, randomBytes, sign } from 'node:crypto';
+import { OIDS, readSpki } from './csr.js';
+import {
+  bitString,
+  boolean,
+  children,
+  decode,
+  directoryString,
+  expectChildren,
+  expectTag,
+  explicit,
+  ia5Content,
+  implicitPrimitive,
+  integer,
+  octetString,
+  oid,
+  readOid,
+  sequence,
+  set,
+  TAG,
+  time,
+} from './der.js';
 import { type CryptoKey, OID, x509 } from './x509.js';
 
 /** A signer: its certificate (for the issuer name and key identifier) and private key. */
@@ -15,9 +38,14 @@ const SIGNING = { name: 'ECDSA', hash: 'SHA-256' } as const;
 
 /** A random positive 128-bit serial in minimal DER form (first byte 0x01–0x7f). */
 export function randomSerial(): string {
+  return Buffer.from(randomSerialBytes()).toString('hex');
+}
+
+/** {@link randomSerial} as bytes: the content octets of the serial's DER INTEGER. */
+export function randomSerialBytes(): Uint8Array {
   const bytes = randomBytes(16);
   bytes[0] = ((bytes[0] as number) & 0x7f) | 0x01;
-  return bytes.toString('hex');
+  return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.length);
 }
 
 /** Certificate validity is encoded in whole seconds; round down so the encoded time is what we report. */
@@ -89,29 +117,103 @@ export interface LeafSpec {
 }
 
 /**
- * An end-entity certificate as upstream issues them: basicConstraints CA:FALSE, keyUsage
- * digitalSignature+keyEncipherment, extKeyUsage serverAuth+clientAuth, DNS SANs, SKI/AKI.
+ * What signing end-entity certificates needs of an issuer, precomputed once: the issuer Name
+ * (the issuer certificate's subject, verbatim), the AuthorityKeyIdentifier extension (the
+ * issuer's own SKI, else the SHA-1 of its key) and the private key as a node:crypto KeyObject.
  */
-export async function createLeafCertificate(spec: LeafSpec, publicKey: x509.PublicKey | CryptoKey, signer: Signer): Promise<x509.X509Certificate> {
-  return x509.X509CertificateGenerator.create({
-    serialNumber: randomSerial(),
-    subject: [{ CN: [spec.commonName] }],
-    issuer: signer.cert.subjectName,
-    notBefore: toCertTime(spec.notBeforeMs),
-    notAfter: toCertTime(spec.notAfterMs),
-    publicKey,
-    signingKey: signer.key,
-    signingAlgorithm: SIGNING,
-    extensions: [
-      new x509.BasicConstraintsExtension(false, undefined, true),
-      new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyEncipherment, true),
-      new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth, x509.ExtendedKeyUsage.clientAuth], false),
-      new x509.SubjectAlternativeNameExtension(
-        spec.dnsNames.map((value) => ({ type: 'dns' as const, value })),
-        false,
+export interface LeafSigner {
+  /** DER Name. */
+  readonly issuerName: Uint8Array;
+  /** DER Extension (authorityKeyIdentifier, keyIdentifier only, not critical). */
+  readonly authorityKeyIdExtension: Uint8Array;
+  readonly key: KeyObject;
+}
+
+/** A DER Extension. */
+function extension(id: string, critical: boolean, valueDer: Uint8Array): Uint8Array {
+  return critical ? sequence(oid(id), boolean(true), octetString(valueDer)) : sequence(oid(id), octetString(valueDer));
+}
+
+const sha1 = (data: Uint8Array): Uint8Array => new Uint8Array(createHash('sha1').update(data).digest());
+
+/**
+ * The {@link LeafSigner} of an issuer certificate (DER) and its private key. Throws `DerError`
+ * when the certificate is not strict DER.
+ */
+export function leafSignerOf(issuerCertDer: Uint8Array, key: KeyObject): LeafSigner {
+  const [tbs] = expectChildren(decode(issuerCertDer), 'certificate', 3);
+  const fields = children(expectTag(tbs, TAG.SEQUENCE, 'tbsCertificate'));
+  // [0] version (absent for v1), serialNumber, signature, issuer, validity, subject, subjectPublicKeyInfo, [1], [2], [3] extensions
+  const at = fields[0]?.tag === 0xa0 ? 1 : 0;
+  const subject = expectTag(fields[at + 4], TAG.SEQUENCE, 'issuer subject');
+  const spki = readSpki(fields[at + 5]);
+  let keyId: Uint8Array | undefined;
+  const extensions = fields.slice(at + 6).find((f) => f.tag === 0xa3);
+  if (extensions !== undefined) {
+    const [list] = expectChildren(extensions, 'extensions', 1, 1, 0xa3);
+    for (const ext of expectChildren(list, 'extensions', 1, Number.MAX_SAFE_INTEGER)) {
+      const parts = expectChildren(ext, 'extension', 2, 3);
+      if (readOid(parts[0], 'extension id') !== OIDS.subjectKeyIdentifier) continue;
+      const value = expectTag(parts[parts.length - 1], TAG.OCTET_STRING, 'subjectKeyIdentifier').content;
+      keyId = expectTag(decode(value), TAG.OCTET_STRING, 'subjectKeyIdentifier').content;
+    }
+  }
+  // As OpenSSL matches AKI against the issuer's SKI byte for byte, reuse it when there is one.
+  keyId ??= sha1(spki.publicKey);
+  return {
+    issuerName: subject.bytes.slice(),
+    authorityKeyIdExtension: extension(OIDS.authorityKeyIdentifier, false, sequence(implicitPrimitive(0, keyId))),
+    key,
+  };
+}
+
+const VERSION_V3 = explicit(0, integer(2));
+const ECDSA_WITH_SHA256 = sequence(oid(OIDS.ecdsaWithSha256));
+const COMMON_NAME = oid(OIDS.commonName);
+const LEAF_BASIC_CONSTRAINTS = extension(OIDS.basicConstraints, true, sequence());
+/** digitalSignature (bit 0) + keyEncipherment (bit 2): 0b101 in the top bits, 5 unused bits. */
+const LEAF_KEY_USAGE = extension(OIDS.keyUsage, true, bitString(Uint8Array.of(0xa0), 5));
+const LEAF_EXT_KEY_USAGE = extension(OIDS.extKeyUsage, false, sequence(oid(OIDS.serverAuth), oid(OIDS.clientAuth)));
+
+/** An issued end-entity certificate. */
+export interface IssuedLeaf {
+  readonly der: Uint8Array;
+  /** The encoded validity (whole seconds). */
+  readonly notBeforeMs: number;
+  readonly notAfterMs: number;
+}
+
+/**
+ * An end-entity certificate as upstream issues them: basicConstraints CA:FALSE (critical),
+ * keyUsage digitalSignature+keyEncipherment (critical), extKeyUsage serverAuth+clientAuth, DNS
+ * SANs, SKI (SHA-1 of the subject key) and AKI; subject CN=`commonName`; the subject public key
+ * info is copied verbatim from `spkiDer`. Signed ECDSA with SHA-256. Throws `DerError` for a
+ * malformed `spkiDer`, `RangeError` for names that cannot be encoded.
+ */
+export function createLeafCertificate(spec: LeafSpec, spkiDer: Uint8Array, signer: LeafSigner, serial: Uint8Array = randomSerialBytes()): IssuedLeaf {
+  const spki = readSpki(decode(spkiDer));
+  const notBefore = toCertTime(spec.notBeforeMs).getTime();
+  const notAfter = toCertTime(spec.notAfterMs).getTime();
+  const tbs = sequence(
+    VERSION_V3,
+    integer(serial),
+    ECDSA_WITH_SHA256,
+    signer.issuerName,
+    sequence(time(notBefore), time(notAfter)),
+    sequence(set(sequence(COMMON_NAME, directoryString(spec.commonName)))),
+    spkiDer,
+    explicit(
+      3,
+      sequence(
+        LEAF_BASIC_CONSTRAINTS,
+        LEAF_KEY_USAGE,
+        LEAF_EXT_KEY_USAGE,
+        extension(OIDS.subjectAltName, false, sequence(...spec.dnsNames.map((n) => implicitPrimitive(2, ia5Content(n))))),
+        extension(OIDS.subjectKeyIdentifier, false, octetString(sha1(spki.publicKey))),
+        signer.authorityKeyIdExtension,
       ),
-      await x509.SubjectKeyIdentifierExtension.create(publicKey),
-      await authorityKeyId(signer.cert),
-    ],
-  });
+    ),
+  );
+  const signature = sign('sha256', tbs, { key: signer.key, dsaEncoding: 'der' });
+  return { der: sequence(tbs, ECDSA_WITH_SHA256, bitString(signature)), notBeforeMs: notBefore, notAfterMs: notAfter };
 }
