@@ -234,6 +234,66 @@ export const CATALOG = {
   // --- CLI usage (POL2xx) ---
   POL200: { severity: 'error', message: '{detail}' },
   POL201: { severity: 'error', message: 'test suite: {detail}' },
+  // --- identity material: trust anchors, issuer, keys (ID0xx) ---
+  ID001: {
+    severity: 'error',
+    message: 'cannot read {file}: {detail}',
+    hint: 'create the identity material with `ward identity init --out DIR`',
+  },
+  ID002: {
+    severity: 'error',
+    message: '{file}: {detail}',
+    hint: 'the file must hold PEM "CERTIFICATE" blocks',
+  },
+  ID003: {
+    severity: 'error',
+    message: '{file}: {detail}',
+    hint: 'the key must be a PEM private key (PKCS#8 "PRIVATE KEY"), ECDSA P-256',
+  },
+  ID004: {
+    severity: 'error',
+    message: '{file}: the issuer certificate {subject} is not a CA: {detail}',
+    hint: 'the issuer must be an intermediate CA (basicConstraints CA:TRUE, keyUsage keyCertSign)',
+  },
+  ID005: {
+    severity: 'error',
+    message: '{keyFile} does not match the certificate in {file} ({subject})',
+    hint: 'the issuer certificate and key are a pair: replace both together',
+  },
+  ID006: {
+    severity: 'error',
+    message: '{file}: the issuer certificate {subject} does not chain to the trust anchors in {anchorFile}: {detail}',
+    hint: 'sign the issuer with a trust anchor key, or add its root to {anchorFile}',
+  },
+  ID007: {
+    severity: 'error',
+    message: '{file}: certificate {subject} expired at {notAfter}',
+    hint: 'issue a new one (`ward identity init --force` for a fresh set)',
+  },
+  ID008: {
+    severity: 'error',
+    message: '{file}: certificate {subject} is not valid before {notBefore}',
+    hint: 'check the clock of this machine',
+  },
+  ID009: {
+    severity: 'error',
+    message: '{file} already exists; refusing to overwrite it',
+    hint: 'pass --force to replace the identity material',
+  },
+  ID010: {
+    severity: 'error',
+    message: '{keyFile}: the issuer key is {keyType}; ward signs certificates with ECDSA (P-256 or P-384)',
+    hint: 'create the issuer with an ECDSA P-256 key',
+  },
+  ID011: {
+    severity: 'error',
+    message: '{file}: trust anchor {subject} is not a CA certificate',
+    hint: 'trust anchors are self-signed root CAs (basicConstraints CA:TRUE)',
+  },
+  ID012: {
+    severity: 'error',
+    message: 'invalid identity option {option}: {detail}',
+  },
 } as const satisfies Record<string, CatalogEntry>;
 
 /** A code from the catalog. */

@@ -28,7 +28,7 @@ export {
   type IssuerSource,
   type ServerCredentials,
 } from './certify.js';
-export { IDENTITY_CATALOG, type IdentityDiagnosticCode } from './diagnostics.js';
+export type { IdentityDiagnosticCode } from './diagnostics.js';
 export { type CertificateReport, type CertificateSummary, inspectCertificate } from './inspect.js';
 export { IssuerReloader, type IssuerReloaderOptions } from './issuer-reloader.js';
 export {
