@@ -2,10 +2,11 @@
  * The identity CA's Certify logic (POLICY-SEMANTICS §5.4, §7), transport-free: the gRPC service
  * maps {@link CertifyResult} onto `CertifyResponse` / a status code.
  */
+
+import { createPublicKey, KeyObject, verify } from 'node:crypto';
 import { type IdentityDomain, serviceAccountIdentity } from '../core/index.js';
 import { Counter, errorMessage, Gauge, MeshError, type Registry } from '../shared/index.js';
 import type { Issuer } from './ca.js';
-import { createPublicKey, KeyObject, verify } from 'node:crypto';
 import { CURVE_NAMES, ECDSA_SIGNATURE_HASHES, KEY_ALGORITHM_NAMES, OIDS, type ParsedCsr, parseCsr } from './csr.js';
 import { createLeafCertificate } from './issue.js';
 import { generateEcKeyPair, privateKeyToPem } from './keys.js';
@@ -203,11 +204,7 @@ export class CertificateAuthority {
       );
     }
 
-    const leaf = createLeafCertificate(
-      { commonName: req.identity, dnsNames: [req.identity], ...this.#validity(issuer, now) },
-      csr.spkiDer,
-      issuer.leafSigner,
-    );
+    const leaf = createLeafCertificate({ commonName: req.identity, dnsNames: [req.identity], ...this.#validity(issuer, now) }, csr.spkiDer, issuer.leafSigner);
     return { ok: true, leafDer: leaf.der, chainDer: issuer.chainDer, validUntilMs: leaf.notAfterMs };
   }
 
@@ -280,10 +277,24 @@ function selfSigned(csr: ParsedCsr): boolean {
   const hash = ECDSA_SIGNATURE_HASHES[csr.signatureAlgorithm];
   if (hash === undefined) return false;
   try {
-    const key = createPublicKey({ key: Buffer.from(csr.spkiDer.buffer, csr.spkiDer.byteOffset, csr.spkiDer.length), format: 'der', type: 'spki' });
-    return verify(hash, csr.infoDer, { key, dsaEncoding: 'der' }, csr.signature);
+    return verify(hash, csr.infoDer, { key: p256PublicKey(csr), dsaEncoding: 'der' }, csr.signature);
   } catch {
     // Not a valid point on the curve, or a signature node:crypto cannot parse.
     return false;
   }
+}
+
+const b64url = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString('base64url');
+
+/**
+ * The request's P-256 key as a KeyObject. An uncompressed point goes in as a JWK, which OpenSSL
+ * imports at about half the cost of decoding the SPKI, with the same checks (coordinates in
+ * range, point on the curve and in the group); other encodings go in as the SPKI.
+ */
+function p256PublicKey(csr: ParsedCsr): KeyObject {
+  const point = csr.publicKey;
+  if (point.length === 65 && point[0] === 0x04) {
+    return createPublicKey({ key: { kty: 'EC', crv: 'P-256', x: b64url(point.subarray(1, 33)), y: b64url(point.subarray(33)) }, format: 'jwk' });
+  }
+  return createPublicKey({ key: Buffer.from(csr.spkiDer.buffer, csr.spkiDer.byteOffset, csr.spkiDer.length), format: 'der', type: 'spki' });
 }

@@ -129,9 +129,9 @@ export interface LeafSigner {
   readonly key: KeyObject;
 }
 
-/** A DER Extension. */
-function extension(id: string, critical: boolean, valueDer: Uint8Array): Uint8Array {
-  return critical ? sequence(oid(id), boolean(true), octetString(valueDer)) : sequence(oid(id), octetString(valueDer));
+/** A DER Extension (`id`: the encoded OID). */
+function extension(id: Uint8Array, critical: boolean, valueDer: Uint8Array): Uint8Array {
+  return critical ? sequence(id, boolean(true), octetString(valueDer)) : sequence(id, octetString(valueDer));
 }
 
 const sha1 = (data: Uint8Array): Uint8Array => new Uint8Array(createHash('sha1').update(data).digest());
@@ -162,7 +162,7 @@ export function leafSignerOf(issuerCertDer: Uint8Array, key: KeyObject): LeafSig
   keyId ??= sha1(spki.publicKey);
   return {
     issuerName: subject.bytes.slice(),
-    authorityKeyIdExtension: extension(OIDS.authorityKeyIdentifier, false, sequence(implicitPrimitive(0, keyId))),
+    authorityKeyIdExtension: extension(oid(OIDS.authorityKeyIdentifier), false, sequence(implicitPrimitive(0, keyId))),
     key,
   };
 }
@@ -170,10 +170,12 @@ export function leafSignerOf(issuerCertDer: Uint8Array, key: KeyObject): LeafSig
 const VERSION_V3 = explicit(0, integer(2));
 const ECDSA_WITH_SHA256 = sequence(oid(OIDS.ecdsaWithSha256));
 const COMMON_NAME = oid(OIDS.commonName);
-const LEAF_BASIC_CONSTRAINTS = extension(OIDS.basicConstraints, true, sequence());
+const SUBJECT_ALT_NAME = oid(OIDS.subjectAltName);
+const SUBJECT_KEY_IDENTIFIER = oid(OIDS.subjectKeyIdentifier);
+const LEAF_BASIC_CONSTRAINTS = extension(oid(OIDS.basicConstraints), true, sequence());
 /** digitalSignature (bit 0) + keyEncipherment (bit 2): 0b101 in the top bits, 5 unused bits. */
-const LEAF_KEY_USAGE = extension(OIDS.keyUsage, true, bitString(Uint8Array.of(0xa0), 5));
-const LEAF_EXT_KEY_USAGE = extension(OIDS.extKeyUsage, false, sequence(oid(OIDS.serverAuth), oid(OIDS.clientAuth)));
+const LEAF_KEY_USAGE = extension(oid(OIDS.keyUsage), true, bitString(Uint8Array.of(0xa0), 5));
+const LEAF_EXT_KEY_USAGE = extension(oid(OIDS.extKeyUsage), false, sequence(oid(OIDS.serverAuth), oid(OIDS.clientAuth)));
 
 /** An issued end-entity certificate. */
 export interface IssuedLeaf {
@@ -208,8 +210,8 @@ export function createLeafCertificate(spec: LeafSpec, spkiDer: Uint8Array, signe
         LEAF_BASIC_CONSTRAINTS,
         LEAF_KEY_USAGE,
         LEAF_EXT_KEY_USAGE,
-        extension(OIDS.subjectAltName, false, sequence(...spec.dnsNames.map((n) => implicitPrimitive(2, ia5Content(n))))),
-        extension(OIDS.subjectKeyIdentifier, false, octetString(sha1(spki.publicKey))),
+        extension(SUBJECT_ALT_NAME, false, sequence(...spec.dnsNames.map((n) => implicitPrimitive(2, ia5Content(n))))),
+        extension(SUBJECT_KEY_IDENTIFIER, false, octetString(sha1(spki.publicKey))),
         signer.authorityKeyIdExtension,
       ),
     ),
