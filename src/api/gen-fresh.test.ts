@@ -24,7 +24,8 @@ describe('generated code', () => {
   after(() => rmSync(out, { recursive: true, force: true }));
 
   it('is up to date with proto/ (run `npm run gen:proto` after editing a .proto file)', () => {
-    const r = spawnSync(join(ROOT, 'node_modules/.bin/buf'), ['generate', '--output', out], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
+    // The same script as `npm run gen:proto` (it installs buf when missing).
+    const r = spawnSync(process.execPath, [join(ROOT, 'scripts/gen-proto.mjs'), '--output', out], { cwd: ROOT, encoding: 'utf8', timeout: 180_000 });
     assert.equal(r.status, 0, `buf generate failed: ${r.stderr}`);
     const fresh = join(out, 'src/api/gen');
     const names = files(fresh);
