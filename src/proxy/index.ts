@@ -1,0 +1,2 @@
+/** Public surface of `proxy`: the sidecar behind `ward proxy`. */
+export {};
