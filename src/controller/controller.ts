@@ -219,7 +219,10 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
         log.info({ issuer: issuer.subject, notAfter: new Date(issuer.notAfterMs).toISOString() }, 'issuer rotated; renewing the controller certificate');
         void refreshServerCert('issuer changed');
       },
-      onReject: (ds) => log.error({ problems: ds.map((d) => `${d.code} ${d.message}`) }, 'new issuer material rejected; the previous issuer stays in use'),
+      onReject: (ds) => {
+        // At start-up the failure is reported once, by the error that stops the controller.
+        if (identityReady) log.error({ problems: ds.map((d) => `${d.code} ${d.message}`) }, 'new issuer material rejected; the previous issuer stays in use');
+      },
     });
     const loaded = await reloader.start();
     cleanups.push(() => reloader.stop());

@@ -10,7 +10,11 @@ export const WARD_BIN = `${ROOT}bin/ward.js`;
 
 /** Runs `ward ARGS` to completion (bounded), returning its status and output. */
 export function wardSync(args: readonly string[], timeoutMs = 30_000): { status: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [WARD_BIN, ...args], { encoding: 'utf8', timeout: timeoutMs });
+  const r = spawnSync(process.execPath, [WARD_BIN, ...args], {
+    encoding: 'utf8',
+    timeout: timeoutMs,
+    env: { ...process.env, NO_COLOR: '1', FORCE_COLOR: '0' },
+  });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -27,7 +31,7 @@ export interface WardProcess {
 
 /** Starts `ward ARGS` in the background. */
 export function wardSpawn(args: readonly string[], env: NodeJS.ProcessEnv = {}): WardProcess {
-  const child = spawn(process.execPath, [WARD_BIN, ...args], { env: { ...process.env, ...env, NO_COLOR: '1' } });
+  const child = spawn(process.execPath, [WARD_BIN, ...args], { env: { ...process.env, ...env, NO_COLOR: '1', FORCE_COLOR: '0' } });
   let out = '';
   let err = '';
   child.stdout.on('data', (c: Buffer) => {
