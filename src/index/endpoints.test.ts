@@ -244,6 +244,17 @@ describe('EndpointsIndex.resolve', () => {
     // The same pod on a non-opaque port.
     assert.deepEqual(ok(index.resolve('10.0.0.1:8080')).endpoints, [meshedEndpoint('db-0', '10.0.0.1', 8080)]);
   });
+
+  it('announces no identity and no hints on skipped inbound ports (the proxy does not see that traffic)', () => {
+    const annotations = { 'config.linkerd.io/skip-inbound-ports': '5432,9000-9010', 'config.linkerd.io/opaque-ports': '9005' };
+    const index = mkIndex(mkPod('db-0', { ip: '10.0.0.1', annotations }));
+    for (const port of [5432, 9005]) {
+      assert.deepEqual(ok(index.resolve(`10.0.0.1:${port}`)).endpoints, [
+        { ip: '10.0.0.1', port, weight: 10000, labels: { namespace: NS, pod: 'db-0', serviceaccount: 'default', control_plane_ns: CP } },
+      ]);
+    }
+    assert.deepEqual(ok(index.resolve('10.0.0.1:8080')).endpoints, [meshedEndpoint('db-0', '10.0.0.1', 8080)]);
+  });
 });
 
 // === watch ===

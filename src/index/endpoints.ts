@@ -12,7 +12,7 @@
  * module does not read that annotation yet, so identity is not withheld for skipped ports).
  */
 import { deepEqual, formatIp, parseIp, serviceAccountIdentity } from '../core/index.js';
-import { ANNOTATIONS, type Pod, type Resource, type ResourceKey, type Service } from '../manifest/index.js';
+import { ANNOTATIONS, type Pod, parsePortSet, type Resource, type ResourceKey, type Service } from '../manifest/index.js';
 import { type PodInfo, podInfo } from './pod.js';
 import type { IndexTx } from './policy-index.js';
 
@@ -402,6 +402,9 @@ export class EndpointsIndex {
     const controlPlane = info.labels[ANNOTATIONS.controlPlaneNs];
     if (controlPlane === undefined) return { ip, port, weight: DEFAULT_WEIGHT, labels };
     labels.control_plane_ns = controlPlane;
+    // Traffic to a skipped inbound port bypasses the proxy: no mesh TLS, no hints (§5.5).
+    const skip = info.pod.metadata.annotations[ANNOTATIONS.skipInboundPorts];
+    if (skip !== undefined && parsePortSet(skip)?.has(port) === true) return { ip, port, weight: DEFAULT_WEIGHT, labels };
     const opaque = info.opaquePorts.has(port);
     const identity =
       controlPlane === this.config.controlPlaneNamespace ? { identity: serviceAccountIdentity(this.config, info.namespace, info.serviceAccount) } : {};

@@ -13,6 +13,8 @@ export const ANNOTATIONS = {
   defaultInboundPolicy: 'config.linkerd.io/default-inbound-policy',
   /** Ports served as opaque TCP. */
   opaquePorts: 'config.linkerd.io/opaque-ports',
+  /** Inbound ports the proxy does not intercept (traffic to them bypasses mesh TLS). */
+  skipInboundPorts: 'config.linkerd.io/skip-inbound-ports',
   /** Ports whose unauthenticated default becomes the authenticated one. */
   requireIdentityPorts: 'config.linkerd.io/proxy-require-identity-inbound-ports',
   /** Whether the injector adds a proxy (`enabled`, `ingress`, `disabled`). */
