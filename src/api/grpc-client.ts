@@ -32,7 +32,9 @@ export interface GrpcConnectOptions {
 /** grpc-js credentials and channel options for a connection. */
 export function channelSettings(opts: GrpcConnectOptions): { credentials: ChannelCredentials; options: ChannelOptions } {
   const tls = opts.tls;
-  const pool: ChannelOptions = opts.dedicatedConnection === true ? { 'grpc.use_local_subchannel_pool': 1 } : {};
+  // Proxies must find a restarted controller within seconds, not grpc-js's default of up to 2 min.
+  const reconnect: ChannelOptions = { 'grpc.initial_reconnect_backoff_ms': 250, 'grpc.max_reconnect_backoff_ms': 5000 };
+  const pool: ChannelOptions = opts.dedicatedConnection === true ? { ...reconnect, 'grpc.use_local_subchannel_pool': 1 } : reconnect;
   if (tls === undefined) return { credentials: credentials.createInsecure(), options: pool };
   const key = tls.keyPem === undefined ? null : Buffer.from(tls.keyPem);
   const cert = tls.certPem === undefined ? null : Buffer.from(tls.certPem);
