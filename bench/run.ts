@@ -1,5 +1,5 @@
 /**
- * Benchmark runner: `npm run bench -- <decide|index|propagation|certify|all> [--json]`.
+ * Benchmark runner: `npm run bench -- <decide|detect|index|propagation|certify|all> [--json]`.
  *
  * Prints a table per suite, or with `--json` exactly one JSON object per suite and line:
  * `{"suite": "...", "results": [{"name", "nsPerOp", "opsPerSec", ...extra}]}`. Progress and
@@ -7,12 +7,14 @@
  */
 import { runCertifySuite } from './certify.js';
 import { runDecideSuite } from './decide.js';
+import { runDetectSuite } from './detect.js';
 import type { BenchResult, Suite } from './harness.js';
 import { runIndexSuite } from './index.js';
 import { runPropagationSuite } from './propagation.js';
 
 const SUITES: readonly Suite[] = [
   { name: 'decide', run: runDecideSuite },
+  { name: 'detect', run: runDetectSuite },
   { name: 'index', run: runIndexSuite },
   { name: 'propagation', run: runPropagationSuite },
   { name: 'certify', run: runCertifySuite },

@@ -11,11 +11,15 @@ export const TOOLS = {
   buf: { spec: '@bufbuild/buf@1.75.0', marker: 'node_modules/@bufbuild/buf/package.json' },
 };
 
-/** Makes sure `tool` is installed; returns false (after printing why) when it cannot be. */
+/**
+ * Makes sure `tool` is installed; returns false (after printing why) when it cannot be. Every
+ * pinned tool is installed in the same command: `npm install --no-save` prunes packages that are
+ * not in the lock file, so installing one alone would remove the other.
+ */
 export function ensureTool(name) {
-  const tool = TOOLS[name];
-  if (existsSync(tool.marker)) return true;
-  console.error(`installing ${tool.spec} (kept out of the lock file, see scripts/ensure-tool.mjs)`);
-  const r = spawnSync('npm', ['install', '--no-save', '--no-audit', '--no-fund', tool.spec], { stdio: ['ignore', 'inherit', 'inherit'] });
-  return r.status === 0;
+  if (existsSync(TOOLS[name].marker)) return true;
+  const specs = Object.values(TOOLS).map((t) => t.spec);
+  console.error(`installing ${specs.join(', ')} (kept out of the lock file, see scripts/ensure-tool.mjs)`);
+  const r = spawnSync('npm', ['install', '--no-save', '--no-audit', '--no-fund', ...specs], { stdio: ['ignore', 'inherit', 'inherit'] });
+  return r.status === 0 && existsSync(TOOLS[name].marker);
 }

@@ -1,2 +1,10 @@
 /** Public surface of `proxy`: the sidecar behind `ward proxy`. */
-export {};
+
+export * from './client-hello.js';
+export * from './detect-http.js';
+export * from './identity-bootstrap.js';
+export * from './policy-watch.js';
+export * from './prefix-reader.js';
+export * from './tls-context.js';
+export * from './tls-san.js';
+export * from './transport-header.js';

@@ -1,0 +1,415 @@
+/**
+ * PolicyWatcher against a real InboundServerPolicies server on 127.0.0.1 (fake index cells), and
+ * against a scripted client for the cases a server cannot easily produce (invalid messages,
+ * synchronous failures, timer accounting).
+ */
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import {
+  type GrpcServerHandle,
+  InboundPolicyClient,
+  inboundPolicyService,
+  type StreamHandlers,
+  startGrpcServer,
+  type WatchableCell,
+  type WireResult,
+} from '../api/index.js';
+import { type Authorization, authorizeConnection, type CompiledServer, clientInfo, deepEqual, type InboundServer } from '../core/index.js';
+import type { Timers } from '../identity/index.js';
+import { hasCode } from '../shared/index.js';
+import { waitFor, within } from './identity-test-helpers.js';
+import { type PolicyWatchClient, PolicyWatcher, type PolicyWatcherOptions } from './policy-watch.js';
+
+// === fixtures ===
+
+const WORKLOAD = JSON.stringify({ ns: 'emojivoto', pod: 'web-0' });
+const FAST_BACKOFF = { minMs: 10, maxMs: 80, jitter: 0 };
+
+const meshAuthz = (name: string, identities: string[]): Authorization => ({
+  meta: { group: 'policy.linkerd.io', kind: 'AuthorizationPolicy', name },
+  networks: [{ net: { ip: '0.0.0.0', prefixLen: 0 }, except: [] }],
+  authentication: { kind: 'tlsAuthenticated', identities, suffixes: [] },
+});
+
+/** An opaque Server admitting the given identities. */
+const mkServer = (name: string, identities: string[] = []): InboundServer => ({
+  meta: { group: 'policy.linkerd.io', kind: 'Server', name },
+  protocol: { kind: 'opaque' },
+  authorizations: identities.length === 0 ? [] : [meshAuthz(`${name}-authz`, identities)],
+});
+
+const WEB_ID = 'web.emojivoto.serviceaccount.identity.linkerd.cluster.local';
+const BOT_ID = 'vote-bot.emojivoto.serviceaccount.identity.linkerd.cluster.local';
+
+/** A latest-value cell like the index's PolicyCell. */
+class FakeCell implements WatchableCell {
+  value: InboundServer;
+  readonly listeners = new Set<(v: InboundServer) => void>();
+  constructor(value: InboundServer) {
+    this.value = value;
+  }
+  subscribe(listener: (v: InboundServer) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+  publish(next: InboundServer): void {
+    if (deepEqual(next, this.value)) return;
+    this.value = next;
+    for (const l of this.listeners) l(next);
+  }
+}
+
+class FakeDiscovery {
+  readonly cells = new Map<string, FakeCell>();
+  add(ns: string, pod: string, port: number, value: InboundServer): FakeCell {
+    const cell = new FakeCell(value);
+    this.cells.set(`${ns}/${pod}:${port}`, cell);
+    return cell;
+  }
+  lookup(ns: string, pod: string, port: number): FakeCell | undefined {
+    return this.cells.get(`${ns}/${pod}:${port}`);
+  }
+  get subscribers(): number {
+    let n = 0;
+    for (const c of this.cells.values()) n += c.listeners.size;
+    return n;
+  }
+}
+
+/** Real timers that count what is pending. */
+class CountingTimers implements Timers {
+  readonly #pending = new Set<NodeJS.Timeout>();
+  readonly delays: number[] = [];
+  get pending(): number {
+    return this.#pending.size;
+  }
+  setTimeout(fn: () => void, ms: number): unknown {
+    this.delays.push(ms);
+    const t = setTimeout(() => {
+      this.#pending.delete(t);
+      fn();
+    }, ms);
+    this.#pending.add(t);
+    return t;
+  }
+  clearTimeout(handle: unknown): void {
+    this.#pending.delete(handle as NodeJS.Timeout);
+    clearTimeout(handle as NodeJS.Timeout);
+  }
+}
+
+/** Wraps a client, recording each WatchPort call and how it ended. */
+function recording(inner: PolicyWatchClient) {
+  const calls: { port: number; at: number; end?: string }[] = [];
+  const client: PolicyWatchClient = {
+    watchPort: (workload, port, handlers) => {
+      const call: { port: number; at: number; end?: string } = { port, at: Date.now() };
+      calls.push(call);
+      return inner.watchPort(workload, port, {
+        onMessage: (m) => handlers.onMessage(m),
+        onEnd: (e) => {
+          call.end = e?.code ?? 'OK';
+          handlers.onEnd(e);
+        },
+      });
+    },
+  };
+  return { client, calls };
+}
+
+const cleanups: (() => unknown)[] = [];
+after(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function serve(discovery: FakeDiscovery, port = 0): Promise<GrpcServerHandle> {
+  const server = await startGrpcServer({ host: '127.0.0.1', port, services: [inboundPolicyService(discovery)] });
+  cleanups.push(() => server.close(0));
+  return server;
+}
+
+function mkClient(port: number): InboundPolicyClient {
+  const client = new InboundPolicyClient({ address: `127.0.0.1:${port}`, dedicatedConnection: true });
+  cleanups.push(() => client.close());
+  return client;
+}
+
+function mkWatcher(opts: Partial<PolicyWatcherOptions> & Pick<PolicyWatcherOptions, 'client'>): PolicyWatcher {
+  const w = new PolicyWatcher({ workload: WORKLOAD, ports: [8080], backoff: FAST_BACKOFF, ...opts });
+  cleanups.push(() => w.stop());
+  return w;
+}
+
+const isAllowed = (cs: CompiledServer | undefined, id: string): boolean => {
+  assert.ok(cs !== undefined, 'a policy');
+  const client = clientInfo('10.0.0.1', { kind: 'established', clientId: id });
+  assert.ok(client !== undefined);
+  return authorizeConnection(cs, client).allowed;
+};
+
+// === over gRPC ===
+
+describe('PolicyWatcher over gRPC', () => {
+  it('receives and compiles the first policy, then publishes changes with the previous one', async () => {
+    const discovery = new FakeDiscovery();
+    const cell = discovery.add('emojivoto', 'web-0', 8080, mkServer('web-http', [BOT_ID]));
+    const server = await serve(discovery);
+    const updates: { port: number; next: CompiledServer; prev: CompiledServer | undefined }[] = [];
+    const w = mkWatcher({ client: mkClient(server.port), onUpdate: (port, next, prev) => updates.push({ port, next, prev }) });
+
+    assert.equal(w.isReady(), false);
+    assert.equal(w.current(8080), undefined, 'no policy yet: fail closed');
+    await within(w.ready(), 5000, 'the first policy');
+    const first = w.current(8080);
+    assert.ok(first !== undefined);
+    assert.ok(deepEqual(first.server, cell.value), 'the compiled policy is the published one');
+    assert.equal(first.invalid, undefined);
+    assert.equal(isAllowed(first, BOT_ID), true);
+    assert.equal(isAllowed(first, WEB_ID), false);
+    assert.equal(updates.length, 1);
+    assert.equal(updates[0]?.prev, undefined);
+
+    const seen: { next: CompiledServer; prev: CompiledServer | undefined }[] = [];
+    const unsubscribe = w.subscribe(8080, (next, prev) => seen.push({ next, prev }));
+    cell.publish(mkServer('web-http', [WEB_ID]));
+    await waitFor(() => seen.length === 1, 'the change');
+    const change = seen[0];
+    assert.ok(change !== undefined);
+    assert.equal(change.prev, first, 'listeners get the policy that was replaced');
+    assert.equal(change.next, w.current(8080));
+    assert.equal(w.previous(8080), first);
+    assert.equal(isAllowed(change.next, WEB_ID), true);
+    assert.equal(isAllowed(change.next, BOT_ID), false);
+    assert.equal(updates.length, 2);
+
+    unsubscribe();
+    cell.publish(mkServer('web-http', [BOT_ID, WEB_ID]));
+    await waitFor(() => updates.length === 3, 'the third policy');
+    assert.equal(seen.length, 1, 'no calls after unsubscribe');
+  });
+
+  it('keeps the last policy while the controller is gone and resumes when it is back on the same port', async () => {
+    const discovery = new FakeDiscovery();
+    discovery.add('emojivoto', 'web-0', 8080, mkServer('web-http', [BOT_ID]));
+    const first = await serve(discovery);
+    const port = first.port;
+    const { client, calls } = recording(mkClient(port));
+    const w = mkWatcher({ client });
+    await within(w.ready(), 5000, 'the first policy');
+    const kept = w.current(8080);
+
+    await first.close();
+    // The stream ends, and reconnects fail while nothing listens.
+    await waitFor(() => calls.length >= 3, 'reconnect attempts');
+    assert.equal(calls[0]?.end, 'OK', 'a server shutdown ends the stream with OK');
+    assert.ok(
+      calls.slice(1, -1).every((c) => c.end === 'UNAVAILABLE'),
+      JSON.stringify(calls),
+    );
+    assert.equal(w.current(8080), kept, 'the last policy stays in force');
+    assert.equal(w.isReady(), true);
+
+    // The controller comes back, on the same port, with a newer policy.
+    const discovery2 = new FakeDiscovery();
+    discovery2.add('emojivoto', 'web-0', 8080, mkServer('web-http', [WEB_ID]));
+    const seen: (CompiledServer | undefined)[] = [];
+    w.subscribe(8080, (_next, prev) => seen.push(prev));
+    const second = await serve(discovery2, port);
+    assert.equal(second.port, port);
+    await waitFor(() => seen.length === 1, 'the policy from the new server', 8000);
+    assert.equal(seen[0], kept);
+    assert.equal(isAllowed(w.current(8080), WEB_ID), true);
+    assert.equal(isAllowed(w.current(8080), BOT_ID), false);
+    await waitFor(() => discovery2.subscribers === 1, 'the new stream');
+  });
+
+  it('an unknown pod (NOT_FOUND) is retried with growing delays until it appears', async () => {
+    const discovery = new FakeDiscovery();
+    const server = await serve(discovery);
+    const { client, calls } = recording(mkClient(server.port));
+    const timers = new CountingTimers();
+    const w = mkWatcher({ client, timers, backoff: { minMs: 10, maxMs: 40, jitter: 0 } });
+    let ready = false;
+    void w.ready().then(() => {
+      ready = true;
+    });
+
+    await waitFor(() => calls.length >= 5, 'five attempts');
+    assert.ok(
+      calls.slice(0, 4).every((c) => c.end === 'NOT_FOUND'),
+      JSON.stringify(calls),
+    );
+    assert.deepEqual(timers.delays.slice(0, 4), [10, 20, 40, 40], 'exponential, capped');
+    for (let i = 1; i < 4; i++) {
+      const gap = (calls[i]?.at ?? 0) - (calls[i - 1]?.at ?? 0);
+      assert.ok(gap >= (timers.delays[i - 1] ?? 0) - 1, `attempt ${i} came after its delay (${gap} ms)`);
+    }
+    assert.equal(w.current(8080), undefined, 'fail closed meanwhile');
+    assert.equal(ready, false);
+
+    discovery.add('emojivoto', 'web-0', 8080, mkServer('web-http', [BOT_ID]));
+    await within(w.ready(), 5000, 'the policy once the pod exists');
+    assert.equal(isAllowed(w.current(8080), BOT_ID), true);
+    w.stop();
+    assert.equal(timers.pending, 0);
+  });
+
+  it('watches ports added at runtime; ready() waits for them', async () => {
+    const discovery = new FakeDiscovery();
+    discovery.add('emojivoto', 'web-0', 8080, mkServer('web-http', [BOT_ID]));
+    const late = discovery.add('emojivoto', 'web-0', 9090, mkServer('web-admin', [WEB_ID]));
+    const server = await serve(discovery);
+    const w = mkWatcher({ client: mkClient(server.port) });
+    await within(w.ready(), 5000, 'port 8080');
+
+    w.watch(9090);
+    w.watch(9090);
+    assert.deepEqual(w.ports, [8080, 9090]);
+    assert.equal(w.isReady(), false, 'a new port without policy is not ready');
+    await within(w.ready(), 5000, 'port 9090');
+    assert.ok(deepEqual(w.current(9090)?.server, late.value));
+    assert.throws(() => w.watch(0), RangeError);
+    assert.throws(() => w.watch(70000), RangeError);
+  });
+
+  it('stop() cancels the streams on the server and leaves no timer', async () => {
+    const discovery = new FakeDiscovery();
+    discovery.add('emojivoto', 'web-0', 8080, mkServer('web-http', [BOT_ID]));
+    const server = await serve(discovery);
+    const timers = new CountingTimers();
+    const w = mkWatcher({ client: mkClient(server.port), timers, ports: [8080, 8081] });
+    await waitFor(() => w.current(8080) !== undefined, 'port 8080');
+    // 8081 is unknown: its stream keeps failing, so a reconnect is pending most of the time.
+    await waitFor(() => timers.delays.length >= 2, 'retries on 8081');
+    const ready = w.ready();
+    w.stop();
+    assert.equal(timers.pending, 0, 'no reconnect pending');
+    await assert.rejects(ready, (e) => hasCode(e, 'ERR_POLICY_WATCH_STOPPED'));
+    await assert.rejects(w.ready(), (e) => hasCode(e, 'ERR_POLICY_WATCH_STOPPED'));
+    await waitFor(() => discovery.subscribers === 0, 'the server-side stream to end');
+    const retries = timers.delays.length;
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(timers.delays.length, retries, 'nothing scheduled after stop');
+    assert.ok(w.current(8080) !== undefined, 'the last policy stays readable');
+    w.watch(9999);
+    assert.deepEqual(w.ports, [8080, 8081], 'no new watches after stop');
+  });
+});
+
+// === scripted client ===
+
+/** A client whose streams the test drives by hand. */
+class ScriptedClient implements PolicyWatchClient {
+  readonly streams: { port: number; handlers: StreamHandlers<WireResult<InboundServer>>; cancelled: boolean }[] = [];
+  /** When set, the next watchPort throws it / ends synchronously. */
+  throwNext: Error | undefined;
+  endSynchronously = false;
+
+  watchPort(_workload: string, port: number, handlers: StreamHandlers<WireResult<InboundServer>>): () => void {
+    if (this.throwNext !== undefined) {
+      const e = this.throwNext;
+      this.throwNext = undefined;
+      throw e;
+    }
+    const s = { port, handlers, cancelled: false };
+    this.streams.push(s);
+    if (this.endSynchronously) handlers.onEnd(undefined);
+    return () => {
+      s.cancelled = true;
+    };
+  }
+
+  last() {
+    const s = this.streams.at(-1);
+    assert.ok(s !== undefined, 'a stream');
+    return s;
+  }
+}
+
+describe('PolicyWatcher message handling', () => {
+  it('ignores invalid messages and keeps the last good policy', () => {
+    const client = new ScriptedClient();
+    const w = mkWatcher({ client });
+    let calls = 0;
+    w.subscribe(8080, () => calls++);
+
+    client.last().handlers.onMessage({ ok: false, message: 'authorizations[0].networks: empty' });
+    assert.equal(w.current(8080), undefined, 'an invalid first message leaves the port closed');
+    assert.equal(w.isReady(), false);
+
+    client.last().handlers.onMessage({ ok: true, value: mkServer('a', [BOT_ID]) });
+    const good = w.current(8080);
+    assert.ok(good !== undefined);
+    client.last().handlers.onMessage({ ok: false, message: 'bad' });
+    assert.equal(w.current(8080), good);
+    assert.equal(calls, 1);
+  });
+
+  it('an equal message (e.g. after a reconnect) publishes nothing; a listener that throws does not stop others', () => {
+    const client = new ScriptedClient();
+    const w = mkWatcher({ client });
+    const order: string[] = [];
+    w.subscribe(8080, () => {
+      order.push('bad');
+      throw new Error('boom');
+    });
+    w.subscribe(8080, () => order.push('good'));
+    client.last().handlers.onMessage({ ok: true, value: mkServer('a', [BOT_ID]) });
+    const compiled = w.current(8080);
+    client.last().handlers.onMessage({ ok: true, value: mkServer('a', [BOT_ID]) });
+    assert.equal(w.current(8080), compiled, 'same object: nothing to re-check');
+    assert.deepEqual(order, ['bad', 'good']);
+  });
+
+  it('a policy that does not compile is published and fails closed', () => {
+    const client = new ScriptedClient();
+    const w = mkWatcher({ client });
+    const broken: InboundServer = { ...mkServer('a'), authorizations: [{ ...meshAuthz('x', [BOT_ID]), networks: [] }] };
+    client.last().handlers.onMessage({ ok: true, value: broken });
+    const cs = w.current(8080);
+    assert.ok(cs?.invalid !== undefined);
+    assert.equal(isAllowed(cs, BOT_ID), false);
+  });
+
+  it('reconnects after a stream ends, and a message resets the backoff', async () => {
+    const client = new ScriptedClient();
+    const timers = new CountingTimers();
+    const w = mkWatcher({ client, timers, backoff: { minMs: 5, maxMs: 1000, jitter: 0 } });
+    for (let i = 0; i < 3; i++) {
+      client.last().handlers.onEnd(undefined);
+      await waitFor(() => client.streams.length === i + 2, `reconnect ${i + 1}`);
+    }
+    assert.deepEqual(timers.delays, [5, 10, 20]);
+    client.last().handlers.onMessage({ ok: true, value: mkServer('a') });
+    client.last().handlers.onEnd(undefined);
+    assert.deepEqual(timers.delays, [5, 10, 20, 5], 'reset by the message');
+    // A stale stream's callbacks are ignored once it has ended.
+    const stale = client.streams[0];
+    stale?.handlers.onMessage({ ok: true, value: mkServer('stale') });
+    stale?.handlers.onEnd(undefined);
+    assert.equal(w.current(8080)?.server.meta.name, 'a');
+    assert.equal(timers.pending, 1);
+    w.stop();
+    assert.equal(timers.pending, 0);
+  });
+
+  it('survives a client that throws or ends synchronously', async () => {
+    const client = new ScriptedClient();
+    client.throwNext = new Error('channel closed');
+    const timers = new CountingTimers();
+    const w = mkWatcher({ client, timers });
+    assert.equal(client.streams.length, 0);
+    assert.equal(timers.pending, 1);
+    client.endSynchronously = true;
+    await waitFor(() => client.streams.length >= 2, 'synchronous ends to be retried');
+    assert.ok(client.streams.every((s) => s.cancelled));
+    client.endSynchronously = false;
+    await waitFor(() => client.streams.some((s) => !s.cancelled), 'an open stream');
+    w.stop();
+    assert.ok(
+      client.streams.every((s) => s.cancelled),
+      'stop cancels the open stream',
+    );
+    assert.equal(timers.pending, 0);
+  });
+});
