@@ -15,7 +15,10 @@ export type LookupResult<C> = { readonly code: 'OK'; readonly cell: C } | { read
 
 /** What the lookup needs from the index (upstream's `DiscoverInboundServer`). */
 export interface InboundDiscovery<C extends { readonly value: InboundServer }> {
+  /** The live (watchable) policy of a pod port. */
   lookup(namespace: string, pod: string, port: number): C | undefined;
+  /** The current policy for a one-off read, without keeping anything (defaults to `lookup`). */
+  peek?(namespace: string, pod: string, port: number): { readonly value: InboundServer } | undefined;
 }
 
 /**
@@ -50,11 +53,24 @@ export function parseWorkload(s: string): Workload | string {
 
 /** Validates a `PortSpec` and looks the server up: INVALID_ARGUMENT, NOT_FOUND or the live cell. */
 export function lookupPort<C extends { readonly value: InboundServer }>(d: InboundDiscovery<C>, workload: string, port: number): LookupResult<C> {
+  return lookupWith(workload, port, (ns, pod, p) => d.lookup(ns, pod, p));
+}
+
+/** `lookupPort` for a one-off read (GetPort, diagnostics): uses `peek`, so nothing is kept. */
+export function peekPort(
+  d: InboundDiscovery<{ readonly value: InboundServer }>,
+  workload: string,
+  port: number,
+): LookupResult<{ readonly value: InboundServer }> {
+  return lookupWith(workload, port, (ns, pod, p) => (d.peek !== undefined ? d.peek(ns, pod, p) : d.lookup(ns, pod, p)));
+}
+
+function lookupWith<C>(workload: string, port: number, find: (namespace: string, pod: string, port: number) => C | undefined): LookupResult<C> {
   const w = parseWorkload(workload);
   if (typeof w === 'string') return { code: 'INVALID_ARGUMENT', message: w };
   if (!Number.isInteger(port) || port < 1 || port > 65535) return { code: 'INVALID_ARGUMENT', message: `Invalid port: ${port}` };
   // External workloads (mesh expansion) are not indexed by ward yet: unknown server.
-  const cell = w.kind === 'pod' ? d.lookup(w.namespace, w.name, port) : undefined;
+  const cell = w.kind === 'pod' ? find(w.namespace, w.name, port) : undefined;
   if (cell === undefined) return { code: 'NOT_FOUND', message: `unknown server: ${w.namespace}/${w.name}:${port}` };
   return { code: 'OK', cell };
 }

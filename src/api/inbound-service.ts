@@ -10,14 +10,17 @@ import type { InboundServer } from '../core/index.js';
 import { errorMessage } from '../shared/index.js';
 import { type InboundServerPoliciesServer, InboundServerPoliciesService, type PortSpec, Server } from './gen/inbound.js';
 import type { GrpcServiceBinding } from './grpc-service.js';
-import { type InboundDiscovery, lookupPort } from './inbound-lookup.js';
+import { type InboundDiscovery, lookupPort, peekPort } from './inbound-lookup.js';
 import { serverToWire } from './inbound-wire.js';
 
 /** A published policy value that can be watched (structurally, the index's `PolicyCell`). */
 export interface WatchableCell {
   readonly value: InboundServer;
-  /** Calls `listener` with each later value (not the current one); returns the unsubscribe function. */
-  subscribe(listener: (value: InboundServer) => void): () => void;
+  /**
+   * Calls `listener` with each later value (not the current one) and `onClose` when the cell
+   * ends (its pod was deleted); returns the unsubscribe function.
+   */
+  subscribe(listener: (value: InboundServer) => void, onClose?: () => void): () => void;
 }
 
 /** Metric hooks of the inbound service. */
@@ -56,7 +59,7 @@ export function inboundPolicyService(discovery: InboundDiscovery<WatchableCell>,
 
   const getPort = (call: ServerUnaryCall<PortSpec, Server>, callback: sendUnaryData<Server>): void => {
     try {
-      const r = lookupPort(discovery, call.request.workload, call.request.port);
+      const r = peekPort(discovery, call.request.workload, call.request.port);
       if (r.code !== 'OK') {
         callback({ code: status[r.code], details: r.message });
         return;
@@ -86,6 +89,7 @@ export function inboundPolicyService(discovery: InboundDiscovery<WatchableCell>,
     let closed = false;
     let blocked = false;
     let pending: InboundServer | undefined;
+    let lastWritten: InboundServer | undefined;
     let unsubscribe: (() => void) | undefined;
 
     const cleanup = (): boolean => {
@@ -113,6 +117,7 @@ export function inboundPolicyService(discovery: InboundDiscovery<WatchableCell>,
         fail(e);
         return;
       }
+      lastWritten = value;
       hooks.onUpdateSent?.(value, initial);
       if (!ok) {
         blocked = true;
@@ -123,7 +128,8 @@ export function inboundPolicyService(discovery: InboundDiscovery<WatchableCell>,
       blocked = false;
       const next = pending;
       pending = undefined;
-      if (next !== undefined) send(next);
+      // A -> B -> A while blocked: the client already has A.
+      if (next !== undefined && next !== lastWritten) send(next);
     };
     const watch: Watch = {
       end: () => {
@@ -139,7 +145,11 @@ export function inboundPolicyService(discovery: InboundDiscovery<WatchableCell>,
     send(cell.value, true);
     if (closed) return;
     try {
-      const u = cell.subscribe((v) => send(v));
+      // A deleted pod ends the stream with OK, so its proxy asks again (upstream drops the sender).
+      const u = cell.subscribe(
+        (v) => send(v),
+        () => watch.end(),
+      );
       if (closed) u();
       else unsubscribe = u;
     } catch (e) {

@@ -15,7 +15,7 @@
  *   POST /api/v1/explain  (JSON ExplainRequest)                     = `ward explain -o json`
  *   /api/v1/policy?workload=W&port=P                                = `GetPort`, proto3 JSON
  */
-import { lookupPort, serverToProtoJson } from '../api/index.js';
+import { peekPort, serverToProtoJson } from '../api/index.js';
 import type { Diagnostic } from '../core/index.js';
 import { authzView, type ExplainRequest, explainRequest, type PolicyView, podView, QueryError } from '../index/index.js';
 
@@ -180,7 +180,7 @@ export async function handleAdminRequest(state: AdminState, method: string, rawU
       const workload = q.get('workload') ?? '';
       const portText = q.get('port') ?? '';
       const port = /^\d{1,5}$/.test(portText) ? Number(portText) : Number.NaN;
-      const r = lookupPort(state.view.index, workload, port);
+      const r = peekPort(state.view.index, workload, port);
       if (r.code !== 'OK') {
         if (r.code === 'NOT_FOUND') return apiError(404, r.code, r.message);
         return apiError(400, r.code, Number.isNaN(port) ? `Invalid port: ${JSON.stringify(portText)}` : r.message);
@@ -190,14 +190,20 @@ export async function handleAdminRequest(state: AdminState, method: string, rawU
     default: {
       const m = /^\/api\/v1\/pods\/([^/]+)\/([^/]+)$/.exec(path);
       if (m !== null) {
-        const ns = decodeURIComponent(m[1] as string);
-        const name = decodeURIComponent(m[2] as string);
+        let ns: string;
+        let name: string;
+        try {
+          ns = decodeURIComponent(m[1] as string);
+          name = decodeURIComponent(m[2] as string);
+        } catch {
+          return apiError(400, 'INVALID_ARGUMENT', `bad percent-encoding in ${JSON.stringify(path)}`);
+        }
         const info = state.view.index.pod(ns, name);
         if (info === undefined) return apiError(404, 'NOT_FOUND', `pod ${ns}/${name} is not known (or not meshed)`);
         const pv = podView(state.view, info);
         const policies: Record<string, unknown> = {};
         for (const p of pv.ports) {
-          const cell = state.view.index.lookup(ns, name, p.port);
+          const cell = state.view.index.peek(ns, name, p.port);
           if (cell !== undefined) policies[String(p.port)] = serverToProtoJson(cell.value);
         }
         return jsonResponse(200, { ...pv, identity: state.identityOf(ns, info.serviceAccount), podIP: info.pod.status?.podIP ?? null, policies });

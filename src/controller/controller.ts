@@ -38,7 +38,7 @@ import {
   parseEndpointsPath,
   resourceKey,
 } from '../index/index.js';
-import type { Resource, ResourceKey } from '../manifest/index.js';
+import { type Resource, type ResourceKey, resourceKeyString } from '../manifest/index.js';
 import { Counter, createRegistry, Gauge, Histogram, type Logger, MeshError, type Registry, silentLogger } from '../shared/index.js';
 import { DirectorySource, type SourceTx } from '../sources/index.js';
 import type { ResourceEntry } from './admin-api.js';
@@ -116,10 +116,6 @@ function describeDiagnostics(ds: readonly Diagnostic[]): string {
   return ds
     .map((d) => `  ${d.source !== undefined ? `${d.source.file}: ` : ''}${d.code} ${d.message}${d.hint !== undefined ? `\n    hint: ${d.hint}` : ''}`)
     .join('\n');
-}
-
-function keyString(k: ResourceKey): string {
-  return `${k.kind}|${k.group}|${k.namespace}|${k.name}`;
 }
 
 function toDestinationEndpoint(e: Endpoint): DestinationEndpoint {
@@ -259,18 +255,23 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
     let serverCert: ServerCredentials = await ca.issueServerCertificate([identityServerName, destinationServerName]);
     const grpcServers: GrpcServerHandle[] = [];
     let renewTimer: NodeJS.Timeout | undefined;
+    let stopped = false;
     const scheduleRenewal = () => {
+      if (stopped) return;
       if (renewTimer !== undefined) clearTimeout(renewTimer);
       const lifeMs = Math.max(10_000, (serverCert.notAfterMs - Date.now()) * 0.7);
       renewTimer = setTimeout(() => void refreshServerCert('renewal'), Math.min(lifeMs, 2 ** 31 - 1));
       renewTimer.unref();
     };
     async function refreshServerCert(why: string): Promise<void> {
+      if (stopped) return;
       try {
         serverCert = await ca.issueServerCertificate([identityServerName, destinationServerName]);
+        if (stopped) return;
         for (const s of grpcServers) s.updateTls?.({ certPem: serverCert.certPem + serverCert.chainPem, keyPem: serverCert.keyPem });
         log.info({ why, notAfter: new Date(serverCert.notAfterMs).toISOString() }, 'controller certificate renewed');
       } catch (e) {
+        if (stopped) return;
         log.error({ err: e, why }, 'cannot renew the controller certificate; retrying in 30 s');
         if (renewTimer !== undefined) clearTimeout(renewTimer);
         renewTimer = setTimeout(() => void refreshServerCert('retry'), 30_000);
@@ -282,6 +283,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
     scheduleRenewal();
     identityReady = true;
     cleanups.push(() => {
+      stopped = true;
       if (renewTimer !== undefined) clearTimeout(renewTimer);
     });
 
@@ -309,8 +311,8 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
           }
         };
         for (const o of ops) {
-          if (o.op === 'apply') inForce.set(keyString(resourceKey(o.r)), o.r);
-          else inForce.delete(keyString(o.k));
+          if (o.op === 'apply') inForce.set(resourceKeyString(resourceKey(o.r)), o.r);
+          else inForce.delete(resourceKeyString(o.k));
         }
         const t0 = performance.now();
         index.update(replay);
@@ -372,16 +374,16 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
       }),
     ]);
     const resolveDestination: DestinationResolver = (req) => {
-      const probe = endpoints.resolve(req.path);
-      if (!probe.ok) return probe;
       const target = parseEndpointsPath(req.path, opts.clusterDomain ?? 'cluster.local');
-      const setLabels: Record<string, string> = 'kind' in target && target.kind === 'service' ? { namespace: target.namespace, service: target.name } : {};
+      if ('ok' in target) return target;
+      const setLabels: Record<string, string> = target.kind === 'service' ? { namespace: target.namespace, service: target.name } : {};
       return {
         ok: true,
         subscribe(listener) {
           const w = endpoints.watch(req.path, (events) => {
             for (const e of events) listener(toDestinationEvent(e, setLabels));
           });
+          // The path parsed above, so the watch cannot fail; stay defensive all the same.
           if (!w.ok) {
             listener({ kind: 'noEndpoints', exists: false });
             return () => {};
@@ -472,7 +474,7 @@ function resourceEntries(inForce: ReadonlyMap<string, Resource>, files: ReturnTy
   const retained = new Set<string>();
   const diagnosticsOf = new Map<string, Diagnostic[]>();
   for (const f of files) {
-    for (const k of f.retained) retained.add(keyString(k));
+    for (const k of f.retained) retained.add(resourceKeyString(k));
     for (const d of f.diagnostics) {
       if (d.resource === undefined) continue;
       const id = `${d.resource.kind}|${d.resource.namespace ?? ''}|${d.resource.name}`;

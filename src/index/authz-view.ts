@@ -87,7 +87,7 @@ export function podView(view: PolicyView, p: PodInfo): PodView {
     name: p.name,
     serviceAccount: p.serviceAccount,
     ports: view.index.ports(p.namespace, p.name).flatMap((port) => {
-      const cell = view.index.lookup(p.namespace, p.name, port);
+      const cell = view.index.peek(p.namespace, p.name, port);
       return cell === undefined ? [] : [portView(port, cell.value)];
     }),
   };

@@ -13,6 +13,8 @@ export class PolicyCell {
   #value: InboundServer;
   #version = 1;
   readonly #listeners = new Set<CellListener>();
+  readonly #onClose = new Map<CellListener, () => void>();
+  #closed = false;
 
   constructor(value: InboundServer) {
     this.#value = value;
@@ -38,7 +40,7 @@ export class PolicyCell {
    * equality short-circuits: the index reuses unchanged values, so deep comparison is rare.
    */
   publish(next: InboundServer): boolean {
-    if (next === this.#value) return false;
+    if (this.#closed || next === this.#value) return false;
     if (deepEqual(next, this.#value)) {
       this.#value = next;
       return false;
@@ -49,9 +51,36 @@ export class PolicyCell {
     return true;
   }
 
-  /** Subscribes to changes (not called with the current value). Returns the unsubscribe function. */
-  subscribe(listener: CellListener): () => void {
+  /** True once the (pod, port) is gone; a closed cell never publishes again. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /**
+   * Subscribes to changes (not called with the current value); `onClose` runs when the cell is
+   * closed (its pod was deleted), so a watch stream can end and its proxy ask again. Returns the
+   * unsubscribe function. Subscribing to a closed cell calls `onClose` at once.
+   */
+  subscribe(listener: CellListener, onClose?: () => void): () => void {
+    if (this.#closed) {
+      onClose?.();
+      return () => {};
+    }
     this.#listeners.add(listener);
-    return () => this.#listeners.delete(listener);
+    if (onClose !== undefined) this.#onClose.set(listener, onClose);
+    return () => {
+      this.#listeners.delete(listener);
+      this.#onClose.delete(listener);
+    };
+  }
+
+  /** Ends the cell: every subscriber's `onClose` runs once and subscriptions are dropped. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    const closers = [...this.#onClose.values()];
+    this.#listeners.clear();
+    this.#onClose.clear();
+    for (const c of closers) c();
   }
 }

@@ -7,9 +7,8 @@
  * transactions; after each one, every watch whose endpoint set changed gets exactly the
  * difference, and watches whose set did not change hear nothing.
  *
- * Not modelled: readiness (every pod with a `status.podIP` is an endpoint), instance-qualified
- * names (`<pod>.<svc>.<ns>.svc...`), and `config.linkerd.io/skip-inbound-ports` (the manifest
- * module does not read that annotation yet, so identity is not withheld for skipped ports).
+ * Not modelled: readiness (every pod with a `status.podIP` is an endpoint) and instance-qualified
+ * names (`<pod>.<svc>.<ns>.svc...`).
  */
 import { deepEqual, formatIp, parseIp, serviceAccountIdentity } from '../core/index.js';
 import { ANNOTATIONS, type Pod, parsePortSet, type Resource, type ResourceKey, type Service } from '../manifest/index.js';

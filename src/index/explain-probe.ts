@@ -142,7 +142,7 @@ function serverStep(ws: PolicyView, p: Probe, server: InboundServer): string {
 export function evaluate(ws: PolicyView, p: Probe): ExplainResult {
   // Checked before the lookup, which would otherwise keep a cell for the invalid port.
   if (!Number.isInteger(p.port) || p.port < 1 || p.port > 65535) throw new QueryError(`port ${p.port} is out of range 1-65535`);
-  const cell = ws.index.lookup(p.namespace, p.pod, p.port);
+  const cell = ws.index.peek(p.namespace, p.pod, p.port);
   if (cell === undefined) {
     const unmeshed = ws.index.unmeshedPods().some((x) => x.metadata.namespace === p.namespace && x.metadata.name === p.pod);
     throw new QueryError(

@@ -169,7 +169,7 @@ export function lintIndex(index: PolicyIndex, resources: readonly Resource[]): D
   const kubelet = kubeletAddress(index);
   for (const p of index.pods()) {
     for (const probe of p.httpProbes) {
-      const cell = index.lookup(p.namespace, p.name, probe.port);
+      const cell = index.peek(p.namespace, p.name, probe.port);
       if (cell === undefined) continue;
       const client = clientInfo(kubelet, { kind: 'none', reason: 'no_tls_from_remote' });
       if (client === undefined) continue;

@@ -740,3 +740,45 @@ describe('PolicyIndex incremental updates', () => {
     assert.equal(cell.version, 2);
   });
 });
+
+describe('PolicyIndex cell lifetime and reads', () => {
+  it('deleting a pod closes its cells: watchers are told once, and a re-created pod gets fresh cells', () => {
+    const index = mkIndex([mkPod('web-0')]);
+    const cell = index.lookup(NS, 'web-0', 8080);
+    assert.ok(cell !== undefined);
+    let closes = 0;
+    const values: InboundServer[] = [];
+    cell.subscribe(
+      (v) => values.push(v),
+      () => closes++,
+    );
+    index.delete({ kind: 'Pod', group: '', namespace: NS, name: 'web-0' });
+    assert.equal(closes, 1);
+    assert.equal(cell.closed, true);
+    assert.equal(cell.subscriberCount, 0);
+    assert.equal(index.lookup(NS, 'web-0', 8080), undefined);
+    index.apply(mkPod('web-0'));
+    const fresh = index.lookup(NS, 'web-0', 8080);
+    assert.ok(fresh !== undefined && fresh !== cell && !fresh.closed);
+    // The old cell never publishes again, and late subscribers hear about the close at once.
+    index.apply(mkServer('web', { port: 8080 }));
+    assert.deepEqual(values, []);
+    let late = 0;
+    cell.subscribe(
+      () => {},
+      () => late++,
+    );
+    assert.equal(late, 1);
+  });
+
+  it('peek reads a port without creating a cell, so ports() is unchanged', () => {
+    const index = mkIndex([mkPod('web-0')]);
+    const before = index.ports(NS, 'web-0');
+    const v = index.peek(NS, 'web-0', 7777);
+    assert.equal(v?.value.meta.kind, 'default');
+    assert.deepEqual(index.ports(NS, 'web-0'), before);
+    assert.equal(index.peek(NS, 'ghost', 80), undefined);
+    // An existing cell is what peek returns.
+    assert.equal(index.peek(NS, 'web-0', 8080), index.lookup(NS, 'web-0', 8080));
+  });
+});

@@ -283,6 +283,8 @@ export class PolicyIndex {
   }
 
   #deletePod(ns: NsState, name: string): void {
+    // Watchers of a deleted pod must not keep a policy that no longer follows changes.
+    for (const cell of ns.pods.get(name)?.cells.values() ?? []) cell.close();
     ns.pods.delete(name);
     ns.dirtyPods.delete(name);
   }
@@ -751,6 +753,18 @@ export class PolicyIndex {
   }
 
   // === queries ===
+
+  /**
+   * The current policy of a pod port without creating a cell for it: for one-off reads (GetPort,
+   * explain, the JSON API), which must neither change what `ports()` lists nor grow the index.
+   */
+  peek(namespace: string, pod: string, port: number): { readonly value: InboundServer } | undefined {
+    const ns = this.#namespaces.get(namespace);
+    const state = ns?.pods.get(pod);
+    if (ns === undefined || state === undefined) return undefined;
+    const cell = state.cells.get(port);
+    return cell ?? { value: this.#computePort(ns, state, port) };
+  }
 
   /**
    * The live cell of (namespace, pod, port). Undefined when the pod is not indexed (NOT_FOUND).

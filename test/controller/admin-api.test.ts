@@ -140,6 +140,15 @@ describe('controller admin API', () => {
     }
   });
 
+  it('one-off reads of undeclared ports do not change what authz lists', async () => {
+    const before = await (await fetch(`${base}/api/v1/authz?resource=deploy/emoji&namespace=emojivoto`)).text();
+    assert.equal((await fetch(`${base}/api/v1/policy?workload=emojivoto:emoji-0&port=7777`)).status, 200);
+    const explained = await fetch(`${base}/api/v1/explain`, { method: 'POST', body: JSON.stringify({ to: 'pod/emojivoto/emoji-0:9999', tcp: true }) });
+    assert.equal(explained.status, 200);
+    assert.equal(await (await fetch(`${base}/api/v1/authz?resource=deploy/emoji&namespace=emojivoto`)).text(), before);
+    assert.equal((await fetch(`${base}/api/v1/pods/%E0%A4%A/x`)).status, 400);
+  });
+
   it('explain rejects malformed bodies precisely and never crashes', async () => {
     const cases: [string, RegExp][] = [
       ['not json', /not JSON/],

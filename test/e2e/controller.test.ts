@@ -287,6 +287,9 @@ describe('e2e: ward controller', { timeout: 120_000 }, () => {
       ].join('\n'),
     );
     const client = new DestinationClient({ address: `127.0.0.1:${ports.destination}`, tls: { caPem: anchor, serverName: DESTINATION_SERVER } });
+    const policy = new InboundPolicyClient({ address: `127.0.0.1:${ports.policy}`, tls: { caPem: anchor, serverName: DESTINATION_SERVER } });
+    let policyEnd: unknown = 'open';
+    let policyMessages = 0;
     const events: DestinationEvent[] = [];
     const cancel = client.get(`web-svc.emojivoto.svc.${TD}:80`, {
       onMessage: (m) => {
@@ -301,13 +304,28 @@ describe('e2e: ward controller', { timeout: 120_000 }, () => {
       assert.equal(ep?.port, 8080);
       assert.equal(ep?.identity, WEB_ID);
       assert.equal(ep?.serverName, WEB_ID);
+      // A proxy of that pod watches its port; deleting the pod ends the stream cleanly (OK), so
+      // the proxy asks again instead of holding a policy that no longer follows changes.
+      const cancelPolicy = policy.watchPort('emojivoto:web-ip', 8080, {
+        onMessage: () => {
+          policyMessages++;
+        },
+        onEnd: (e) => {
+          policyEnd = e;
+        },
+      });
+      await waitFor('the pod policy', () => (policyMessages > 0 ? true : undefined));
       rmSync(podFile);
       await waitFor('the endpoint to go away', () =>
         events.find((e) => (e.kind === 'remove' && e.addrs.some((a) => a.ip === '10.42.0.9')) || e.kind === 'noEndpoints'),
       );
+      await waitFor('the policy stream of the deleted pod to end', () => (policyEnd !== 'open' ? true : undefined));
+      assert.equal(policyEnd, undefined, 'ended with OK, not an error');
+      cancelPolicy();
     } finally {
       cancel();
       client.close();
+      policy.close();
     }
   });
 

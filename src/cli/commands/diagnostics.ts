@@ -12,7 +12,7 @@ import type { Workspace } from '../workspace.js';
 /** Runs `ward diagnostics policy`. */
 export function runDiagnosticsPolicy(ws: Workspace, resource: string, portText: string, namespace: string | undefined, output: string, io: CliIo): number {
   const { namespace: ns, pod, port } = policyTarget(resource, portText, namespace);
-  const cell = ws.index.lookup(ns, pod, port);
+  const cell = ws.index.peek(ns, pod, port);
   if (cell === undefined) throw new UsageError(`pod ${ns}/${pod} not found (unknown server)`);
   return printPolicy(serverToProtoJson(cell.value), output, io);
 }
