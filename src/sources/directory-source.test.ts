@@ -410,6 +410,30 @@ describe('DirectorySource', () => {
     await waitFor(() => h.policy('web-0')?.meta.kind === 'default', 5000, 'the removal');
   });
 
+  it('retries a batch the sink failed to apply, even when no file changes again', async () => {
+    const index = new PolicyIndex(CONFIG);
+    let failNext = false;
+    const sink = {
+      update(fn: Parameters<PolicyIndex['update']>[0]) {
+        if (failNext) {
+          failNext = false;
+          throw new Error('sink hiccup');
+        }
+        index.update(fn);
+      },
+    };
+    const h = await startSource({ 'ns.yaml': NAMESPACE(), 'web.yaml': DEPLOYMENT(), 'policy.yaml': SERVER() }, { watch: false, rescanIntervalMs: 0, sink });
+    const policy = () => index.lookup('app', 'web-0', 8080)?.value;
+    assert.equal(policy()?.protocol.kind, 'http1');
+    failNext = true;
+    write(h.dir, 'policy.yaml', SERVER({ protocol: 'opaque' }));
+    h.source.rescan();
+    assert.equal(policy()?.protocol.kind, 'http1', 'the failed batch did not apply');
+    assert.ok(h.logs.some((l) => String(l.msg).includes('the sink failed')));
+    h.source.rescan();
+    assert.equal(policy()?.protocol.kind, 'opaque', 'the next batch applied the same change');
+  });
+
   it('rescans on demand', async () => {
     const h = await startSource({ 'ns.yaml': NAMESPACE(), 'web.yaml': DEPLOYMENT(), 'policy.yaml': SERVER() }, { watch: false, rescanIntervalMs: 0 });
     write(h.dir, 'policy.yaml', SERVER({ protocol: 'opaque' }));

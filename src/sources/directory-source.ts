@@ -229,6 +229,8 @@ export class DirectorySource {
   #pending: Pending = { full: false, paths: new Set(), startedAtMs: undefined };
   #debounceTimer: NodeJS.Timeout | undefined;
   #rescanTimer: NodeJS.Timeout | undefined;
+  /** The last batch threw in the sink: reconcile again even when no file changed. */
+  #sinkFailed = false;
   #restartTimer: NodeJS.Timeout | undefined;
   #settleTimer: NodeJS.Timeout | undefined;
   readonly #restartBackoff = new Backoff({ minMs: 200, maxMs: 30_000 });
@@ -610,7 +612,8 @@ export class DirectorySource {
       this.#log.info({ file }, 'manifest file removed');
       touched.push(file);
     }
-    if (touched.length === 0 && !initial) return;
+    // A batch the sink failed to apply is retried with the next one (the rescan at the latest).
+    if (touched.length === 0 && !initial && !this.#sinkFailed) return;
     this.#reconcile(startedAtMs, touched.sort());
   }
 
@@ -784,7 +787,6 @@ export class DirectorySource {
     const deletes: ResourceKey[] = [];
     for (const [k, r] of desired) if (this.#applied.get(k) !== r) applies.push(r);
     for (const [k, r] of this.#applied) if (!desired.has(k)) deletes.push(resourceKeyOf(r));
-    this.#applied = desired;
     // Set before the sink runs, so a sink that measures propagation sees this batch's start.
     this.#lastChangeStartedAt = startedAtMs;
     if (applies.length + deletes.length > 0) {
@@ -794,9 +796,14 @@ export class DirectorySource {
           for (const r of applies) tx.apply(r);
         });
       } catch (err) {
-        this.#log.error({ dir: this.#dir, err: errorMessage(err) }, 'the sink failed to apply manifest changes');
+        // Keep what the sink last accepted, so the next batch computes the same changes again.
+        this.#sinkFailed = true;
+        this.#log.error({ dir: this.#dir, err: errorMessage(err) }, 'the sink failed to apply manifest changes; retrying with the next batch');
+        return;
       }
     }
+    this.#applied = desired;
+    this.#sinkFailed = false;
     this.#log.debug({ applied: applies.length, deleted: deletes.length, files, latencyMs: Date.now() - startedAtMs }, 'manifest changes applied');
     if (this.#onChange !== undefined) {
       try {
