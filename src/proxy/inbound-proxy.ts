@@ -1,0 +1,654 @@
+/**
+ * The inbound side of the proxy in local mode (POLICY-SEMANTICS §4.2-4.5, §4.7, §4.8): one
+ * listener per application port for callers that reach the pod directly, and the mesh port
+ * (4143) for direct connections carrying a transport header. Every accepted connection goes
+ * through detection and then either the HTTP stack (`handleHttp`, not built yet) or
+ * connection-level authorization and opaque forwarding to the application.
+ *
+ * Application ports: the port's policy is read at accept; no policy → fail closed. `opaque` skips
+ * TLS detection (`None(port_skipped)`). Otherwise the first bytes are sniffed for a ClientHello
+ * within the detect timeout: SNI equal to our identity → mesh TLS is terminated by a `tls.Server`
+ * (client certificate required and verified; `Established(client id = first SAN)`); another SNI →
+ * `Passthru(sni)`, the bytes are forwarded untouched; no TLS (or a hello without SNI, or a broken
+ * one) → `None(no_tls_from_remote)`; nothing decisive in time → closed ("tls detection timeout").
+ * Local mode puts every pod on a loopback address, so loopback clients are not special-cased: the
+ * bytes decide. Then by the port's protocol: `http1`/`http2`/`grpc` → HTTP; `detect` → HTTP
+ * detection within the policy's detect timeout, HTTP → HTTP, anything else (or a timeout) → TCP;
+ * `tls`, `opaque` and passthrough TLS → TCP.
+ *
+ * Mesh port: mTLS to our name with a client identity and ALPN `transport.l5d.io/v1`, else closed
+ * ("direct connections must be mutually authenticated"); then the transport header names the
+ * target port, whose policy applies with `Established(client id)`. A session protocol → HTTP; a
+ * gateway `name` → closed (not supported); otherwise TCP.
+ *
+ * TCP: `authorizeConnection` on the target port's current policy. Deny → the connection is reset
+ * before any byte reaches the application; permit → piped to `appHost:appPortOf(port)` and tracked,
+ * so that each later policy update of the port re-checks it (`reauthorizeConnection`) and tears it
+ * down when revoked. HTTP has no connection-level authorization (§4.4): it is handed to
+ * `handleHttp`, which for now closes the connection.
+ */
+import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
+import { createServer as createTlsServer, type TLSSocket, type TlsOptions, type Server as TlsServer } from 'node:tls';
+import {
+  authorizeConnection,
+  type ClientInfo,
+  type CompiledServer,
+  DETECT_TIMEOUT_MS,
+  type Deny,
+  type ParsedIp,
+  parseIp,
+  reauthorizeConnection,
+  type TlsState,
+} from '../core/index.js';
+import { errorMessage, type Logger, MeshError, silentLogger } from '../shared/index.js';
+import { CLIENT_HELLO_MAX_PREFIX_BYTES, type ClientHelloSniff, sniffClientHello } from './client-hello.js';
+import { detectHttp, HTTP1_MAX_REQUEST_LINE_BYTES } from './detect-http.js';
+import { InboundConnectionTracker, type PolicySubscriptions } from './inbound-connection-tracker.js';
+import { forwardTcp } from './inbound-forward.js';
+import { type InboundErrorReason, type InboundMetricsHooks, type InboundStats, InboundStatsCounter } from './inbound-stats.js';
+import { type PrefixRead, readPrefix } from './prefix-reader.js';
+import { clientIdentityOf, TRANSPORT_HEADER_ALPN } from './tls-context.js';
+import { decodeTransportHeader, TRANSPORT_HEADER_MAX_MESSAGE_BYTES, TRANSPORT_HEADER_PREFACE, type TransportHeaderDecode } from './transport-header.js';
+
+/** What the inbound proxy needs of the policy watcher (structurally, `PolicyWatcher`). */
+export interface InboundPolicies extends PolicySubscriptions {
+  /** The port's latest compiled policy; `undefined` means none yet, and the proxy fails closed. */
+  current(port: number): CompiledServer | undefined;
+}
+
+/** What the inbound proxy needs of the mesh TLS settings (structurally, `MeshTlsContext`). */
+export interface InboundTlsSettings {
+  /** Options of the mesh TLS server; read once, at `start()` (rotation goes through their `SNICallback`). */
+  serverOptions(): TlsOptions;
+}
+
+/** Where the inbound proxy listens. */
+export interface InboundListen {
+  /** The pod's address (local mode: its loopback address). */
+  readonly host: string;
+  /** The mesh port for direct connections (4143; 0 = any free port). */
+  readonly meshPort: number;
+  /** The application ports served for callers reaching the pod directly (each 0 = any free port). */
+  readonly appPorts: readonly number[];
+}
+
+/** The ports the proxy actually listens on, in the order they were asked for. */
+export interface InboundBoundPorts {
+  readonly meshPort: number;
+  /** Each bound application port is also the port whose policy applies to its connections. */
+  readonly appPorts: readonly number[];
+}
+
+/** The HTTP version of a stream handed to the HTTP stack. */
+export type InboundHttpVersion = 'http1' | 'http2';
+
+/**
+ * A connection handed to the HTTP stack. The proxy keeps tracking it only to destroy it on
+ * `close()`; everything else (per-request authorization against the port's current policy,
+ * forwarding, metrics) is the handler's.
+ */
+export interface InboundHttpConnection {
+  /**
+   * The stream to serve: the accepted socket, or the TLS socket when mesh TLS was terminated.
+   * Paused, with the bytes read for detection put back (hand it to an HTTP server with
+   * `emit('connection', socket)`; see prefix-reader for when to `resume()`).
+   */
+  readonly socket: Socket;
+  /** The accepted TCP socket (equal to `socket` without mesh TLS). */
+  readonly raw: Socket;
+  /** The port whose policy applies. */
+  readonly port: number;
+  /** The port's policy when the stream was classified; requests must read the current one. */
+  readonly policy: CompiledServer;
+  /** Client address and TLS state, fixed for the connection. */
+  readonly client: ClientInfo;
+  readonly version: InboundHttpVersion;
+  /** How the version was learned: detected, implied by the port's protocol, or a transport header's session protocol. */
+  readonly source: 'detect' | 'protocol' | 'transport-header';
+}
+
+/** Takes over an HTTP connection (see {@link InboundHttpConnection}). Must not throw. */
+export type InboundHttpHandler = (conn: InboundHttpConnection) => void;
+
+/** Options of {@link InboundProxy}. */
+export interface InboundProxyOptions {
+  /** This proxy's mesh identity: the SNI for which mesh TLS is terminated. */
+  readonly identity: string;
+  readonly tls: InboundTlsSettings;
+  readonly policies: InboundPolicies;
+  /** Where the application listens (local mode: the pod's private address). */
+  readonly appHost: string;
+  /** The application port behind an inbound port (default: the same number). */
+  readonly appPortOf?: (port: number) => number;
+  readonly listen: InboundListen;
+  /**
+   * Deadline for a ClientHello, the mesh TLS handshake and the transport header (default 10 s,
+   * §4.3). HTTP detection on `detect` ports uses the policy's own timeout.
+   */
+  readonly detectTimeoutMs?: number;
+  readonly logger?: Logger;
+  readonly metrics?: InboundMetricsHooks;
+  /** The HTTP stack. Default: close the connection (HTTP is not served yet), counted as `http not supported`. */
+  readonly handleHttp?: InboundHttpHandler;
+}
+
+const NO_TLS: TlsState = Object.freeze({ kind: 'none', reason: 'no_tls_from_remote' });
+const PORT_SKIPPED: TlsState = Object.freeze({ kind: 'none', reason: 'port_skipped' });
+const MAX_TIMER_MS = 0x7fff_ffff;
+const TRANSPORT_HEADER_MAX_PREFIX_BYTES = Buffer.byteLength(TRANSPORT_HEADER_PREFACE) + 4 + TRANSPORT_HEADER_MAX_MESSAGE_BYTES;
+
+type HelloDecision = Exclude<ClientHelloSniff, { readonly kind: 'need-more' }>;
+type HeaderDecision = Exclude<TransportHeaderDecode, { readonly kind: 'need-more' }>;
+
+function decideClientHello(buf: Buffer): HelloDecision | 'need-more' {
+  const s = sniffClientHello(buf);
+  return s.kind === 'need-more' ? 'need-more' : s;
+}
+
+function decideTransportHeader(buf: Buffer): HeaderDecision | 'need-more' {
+  const d = decodeTransportHeader(buf);
+  return d.kind === 'need-more' ? 'need-more' : d;
+}
+
+function decideHttp(buf: Buffer): ReturnType<typeof detectHttp> {
+  return detectHttp(buf);
+}
+
+function noop(): void {}
+
+/** The 4-tuple of a TCP connection: unique among live connections, readable on both the raw and the TLS socket. */
+function connectionKey(s: Socket): string {
+  return `${s.remoteAddress}|${s.remotePort}|${s.localAddress}|${s.localPort}`;
+}
+
+function isTimerMs(ms: number): boolean {
+  return ms > 0 && ms <= MAX_TIMER_MS;
+}
+
+/** One accepted connection, from accept to close. */
+interface Conn {
+  readonly raw: Socket;
+  readonly ip: ParsedIp;
+  /** Accepted on the mesh port (§4.2). */
+  readonly direct: boolean;
+  /** The port whose policy applies: the listener's, or the transport header's. */
+  port: number;
+  /** The stream application bytes flow on: `raw`, or the TLS socket once mesh TLS is terminated. */
+  front: Socket;
+  /** The policy the connection was classified with (its protocol decided the path). */
+  policy: CompiledServer | undefined;
+  upstream: Socket | undefined;
+  /** Key in the pending-handshake map while mesh TLS is negotiated. */
+  tlsKey: string | undefined;
+  /** In the re-authorization tracker. */
+  tracked: boolean;
+  closed: boolean;
+}
+
+/**
+ * The inbound proxy of one pod (local mode). `start()` binds the listeners; `close()` closes them
+ * and destroys every connection. Invariants: a connection never reaches the application without a
+ * permit from the current policy of its port; a denied one is reset before any byte is forwarded;
+ * a forwarded one lives only while every policy update since still admits it; after `close()` no
+ * socket, timer or policy subscription of the proxy remains.
+ */
+export class InboundProxy {
+  readonly #identity: string;
+  readonly #tls: InboundTlsSettings;
+  readonly #policies: InboundPolicies;
+  readonly #appHost: string;
+  readonly #appPortOf: (port: number) => number;
+  readonly #listen: InboundListen;
+  readonly #detectTimeoutMs: number;
+  readonly #log: Logger;
+  readonly #hooks: InboundMetricsHooks;
+  readonly #handleHttpOption: InboundHttpHandler | undefined;
+  readonly #counter = new InboundStatsCounter();
+  readonly #conns = new Set<Conn>();
+  /** Connections in the mesh TLS handshake, by 4-tuple: `secureConnection` only gives the TLS socket. */
+  readonly #handshakes = new Map<string, Conn>();
+  readonly #tracker: InboundConnectionTracker<Conn>;
+  readonly #servers: Server[] = [];
+  #tlsServer: TlsServer | undefined;
+  #bound: InboundBoundPorts | undefined;
+  #state: 'new' | 'starting' | 'started' | 'closed' = 'new';
+  #warnedHttp = false;
+  #closing: Promise<void> | undefined;
+  readonly #drainWaiters: (() => void)[] = [];
+
+  /** Validates the options; nothing is bound before `start()`. Throws RangeError for a bad timeout or port. */
+  constructor(opts: InboundProxyOptions) {
+    const detectTimeoutMs = opts.detectTimeoutMs ?? DETECT_TIMEOUT_MS;
+    if (!isTimerMs(detectTimeoutMs)) throw new RangeError(`bad detectTimeoutMs ${detectTimeoutMs}`);
+    for (const p of [opts.listen.meshPort, ...opts.listen.appPorts]) {
+      if (!Number.isInteger(p) || p < 0 || p > 65_535) throw new RangeError(`bad listen port ${p}`);
+    }
+    // SNI host names compare case-insensitively (RFC 6066 §3).
+    this.#identity = opts.identity.toLowerCase();
+    this.#tls = opts.tls;
+    this.#policies = opts.policies;
+    this.#appHost = opts.appHost;
+    this.#appPortOf = opts.appPortOf ?? ((p) => p);
+    this.#listen = opts.listen;
+    this.#detectTimeoutMs = detectTimeoutMs;
+    this.#log = opts.logger ?? silentLogger();
+    this.#hooks = opts.metrics ?? {};
+    this.#handleHttpOption = opts.handleHttp;
+    this.#tracker = new InboundConnectionTracker<Conn>(this.#policies, (conn, port, deny, client) => this.#terminate(conn, port, deny, client));
+  }
+
+  /** The bound ports once started. */
+  get ports(): InboundBoundPorts | undefined {
+    return this.#bound;
+  }
+
+  /**
+   * Builds the mesh TLS server and binds every listener. Rejects (with nothing left bound; the
+   * proxy is then closed) with `MeshError` `ERR_INBOUND_LISTEN` when a port cannot be bound,
+   * `ERR_INBOUND_TLS` when the TLS settings do not load, `ERR_INBOUND_STATE` when not new.
+   */
+  async start(): Promise<InboundBoundPorts> {
+    if (this.#state !== 'new') throw new MeshError('ERR_INBOUND_STATE', `inbound proxy cannot start: it is ${this.#state}`);
+    this.#state = 'starting';
+    let tlsServer: TlsServer;
+    try {
+      tlsServer = createTlsServer({ ...this.#tls.serverOptions(), handshakeTimeout: this.#detectTimeoutMs });
+    } catch (e) {
+      this.#state = 'closed';
+      throw new MeshError('ERR_INBOUND_TLS', `inbound proxy cannot load its mesh TLS settings: ${errorMessage(e)}`, { cause: e });
+    }
+    tlsServer.on('secureConnection', (t: TLSSocket) => this.#onSecureConnection(t));
+    tlsServer.on('tlsClientError', (err: Error, t: TLSSocket) => {
+      if (this.#log.isLevelEnabled('debug')) this.#log.debug({ client: t.remoteAddress, err: err.message }, 'inbound mesh TLS handshake failed');
+      t.destroy();
+    });
+    this.#tlsServer = tlsServer;
+
+    const { host, meshPort, appPorts } = this.#listen;
+    try {
+      const mesh = await this.#bind(host, meshPort, true);
+      const bound: number[] = [];
+      for (const p of appPorts) bound.push(await this.#bind(host, p, false));
+      if (this.#state !== 'starting') throw new MeshError('ERR_INBOUND_STATE', 'inbound proxy closed while starting');
+      this.#state = 'started';
+      this.#bound = { meshPort: mesh, appPorts: bound };
+      this.#log.info({ host, meshPort: mesh, appPorts: bound, appHost: this.#appHost }, 'inbound proxy listening');
+      return this.#bound;
+    } catch (e) {
+      await this.close();
+      throw e instanceof MeshError ? e : new MeshError('ERR_INBOUND_LISTEN', `inbound proxy cannot listen on ${host}: ${errorMessage(e)}`, { cause: e });
+    }
+  }
+
+  /** Counters and gauges (see {@link InboundStats}). */
+  stats(): InboundStats {
+    return this.#counter.snapshot({ open: this.#conns.size, forwarding: this.#tracker.size, policySubscriptions: this.#tracker.subscriptions });
+  }
+
+  /**
+   * Closes every listener, destroys every connection and drops every policy subscription;
+   * resolves once every listener and connection has closed. Idempotent.
+   */
+  async close(): Promise<void> {
+    if (this.#state !== 'closed') {
+      this.#state = 'closed';
+      const closing = this.#servers.splice(0).map((s) => new Promise<void>((resolve) => s.close(() => resolve())));
+      const drained = this.#conns.size === 0 ? Promise.resolve() : new Promise<void>((resolve) => this.#drainWaiters.push(resolve));
+      for (const conn of [...this.#conns]) this.#destroy(conn);
+      this.#tracker.clear();
+      this.#closing = Promise.all([...closing, drained]).then(noop);
+    }
+    await this.#closing;
+  }
+
+  /** Listens on host:port; resolves with the bound port, which is also the policy port of its connections. */
+  #bind(host: string, port: number, direct: boolean): Promise<number> {
+    // Half-open: a client's FIN must reach the application without closing the reply direction.
+    // Paused: no byte may be read before detection takes over.
+    const server = createServer({ allowHalfOpen: true, pauseOnConnect: true });
+    this.#servers.push(server);
+    return new Promise<number>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen({ host, port }, () => {
+        server.off('error', reject);
+        if (this.#state === 'closed') {
+          // close() ran while this listener was being bound.
+          server.close();
+          reject(new MeshError('ERR_INBOUND_STATE', 'inbound proxy closed while starting'));
+          return;
+        }
+        server.on('error', (err) => this.#log.error({ host, port, err: err.message }, 'inbound listener failed'));
+        const bound = (server.address() as AddressInfo).port;
+        server.on('connection', (raw: Socket) => this.#accept(raw, bound, direct));
+        resolve(bound);
+      });
+    });
+  }
+
+  #accept(raw: Socket, port: number, direct: boolean): void {
+    this.#counter.accepted++;
+    // Errors surface as 'close'; without a listener an ECONNRESET would crash the process.
+    raw.on('error', noop);
+    const ip = raw.remoteAddress === undefined ? undefined : parseIp(raw.remoteAddress);
+    if (ip === undefined || this.#state === 'closed') {
+      raw.destroy();
+      return;
+    }
+    const conn: Conn = { raw, ip, direct, port, front: raw, policy: undefined, upstream: undefined, tlsKey: undefined, tracked: false, closed: false };
+    this.#conns.add(conn);
+    raw.once('close', () => this.#onClosed(conn));
+    if (direct) this.#detectDirectTls(conn);
+    else this.#acceptAppConnection(conn);
+  }
+
+  #onClosed(conn: Conn): void {
+    conn.closed = true;
+    this.#conns.delete(conn);
+    if (this.#conns.size === 0) for (const resolve of this.#drainWaiters.splice(0)) resolve();
+    if (conn.tlsKey !== undefined) {
+      // Closed during the mesh TLS handshake: no or a rejected client certificate, a timeout, an abort.
+      this.#handshakes.delete(conn.tlsKey);
+      conn.tlsKey = undefined;
+      this.#error(conn, 'tls handshake failed');
+    }
+    if (conn.tracked) {
+      conn.tracked = false;
+      this.#tracker.delete(conn.port, conn);
+    }
+    if (conn.front !== conn.raw) conn.front.destroy();
+    conn.upstream?.destroy();
+  }
+
+  /** Still worth working on after an asynchronous step. */
+  #isLive(conn: Conn): boolean {
+    return !conn.closed && !conn.raw.destroyed && this.#state !== 'closed';
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Application ports
+
+  #acceptAppConnection(conn: Conn): void {
+    const policy = this.#policies.current(conn.port);
+    if (policy === undefined) {
+      this.#fail(conn, 'no policy');
+      return;
+    }
+    conn.policy = policy;
+    if (policy.server.protocol.kind === 'opaque') {
+      this.#authorizeTcp(conn, { ip: conn.ip, tls: PORT_SKIPPED });
+      return;
+    }
+    void readPrefix(conn.raw, decideClientHello, { timeoutMs: this.#detectTimeoutMs, maxBytes: CLIENT_HELLO_MAX_PREFIX_BYTES }).then(
+      (r) => this.#onAppClientHello(conn, r),
+      (e: unknown) => this.#bug(conn, e),
+    );
+  }
+
+  #onAppClientHello(conn: Conn, r: PrefixRead<HelloDecision>): void {
+    if (!this.#isLive(conn) || 'closed' in r) {
+      this.#destroy(conn);
+      return;
+    }
+    if ('timeout' in r) {
+      this.#fail(conn, 'tls detection timeout');
+      return;
+    }
+    // A hello without SNI, a malformed one or an overflow (impossible at this bound) is not mesh
+    // TLS, and not passthrough either: the bytes are handled as plaintext.
+    const hello = 'result' in r && r.result.kind === 'hello' ? r.result : undefined;
+    if (hello?.sni === undefined) this.#classify(conn, NO_TLS);
+    else if (this.#isOwnName(hello.sni)) this.#terminateTls(conn);
+    else this.#authorizeTcp(conn, { ip: conn.ip, tls: { kind: 'passthrough', sni: hello.sni } });
+  }
+
+  /** Routes a non-direct connection whose TLS is settled, by the protocol of the policy it was accepted with. */
+  #classify(conn: Conn, tls: TlsState): void {
+    const client: ClientInfo = { ip: conn.ip, tls };
+    const protocol = (conn.policy as CompiledServer).server.protocol;
+    switch (protocol.kind) {
+      case 'opaque':
+      case 'tls':
+        this.#authorizeTcp(conn, client);
+        return;
+      case 'http2':
+      case 'grpc':
+        this.#handleHttp(conn, client, 'http2', 'protocol');
+        return;
+      case 'http1':
+        // Peer proxies may upgrade meshed HTTP/1 to HTTP/2, so mesh TLS still detects (§4.4).
+        if (tls.kind === 'established') this.#detectHttp(conn, client, this.#detectTimeoutMs, 'http1');
+        else this.#handleHttp(conn, client, 'http1', 'protocol');
+        return;
+      case 'detect':
+        this.#detectHttp(conn, client, isTimerMs(protocol.timeoutMs) ? protocol.timeoutMs : DETECT_TIMEOUT_MS, undefined);
+        return;
+    }
+  }
+
+  /** HTTP detection; when it finds no HTTP the stream is `fallback` HTTP, or TCP when that is undefined. */
+  #detectHttp(conn: Conn, client: ClientInfo, timeoutMs: number, fallback: InboundHttpVersion | undefined): void {
+    void readPrefix(conn.front, decideHttp, { timeoutMs, maxBytes: HTTP1_MAX_REQUEST_LINE_BYTES }).then(
+      (r) => {
+        if (!this.#isLive(conn) || 'closed' in r) {
+          this.#destroy(conn);
+          return;
+        }
+        const detected = 'result' in r ? r.result : 'not-http';
+        if (detected === 'http1' || detected === 'http2') this.#handleHttp(conn, client, detected, 'detect');
+        else if (fallback !== undefined) this.#handleHttp(conn, client, fallback, 'protocol');
+        else this.#authorizeTcp(conn, client);
+      },
+      (e: unknown) => this.#bug(conn, e),
+    );
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Mesh TLS
+
+  #isOwnName(sni: string): boolean {
+    return sni.length === this.#identity.length && sni.toLowerCase() === this.#identity;
+  }
+
+  #terminateTls(conn: Conn): void {
+    const key = connectionKey(conn.raw);
+    conn.tlsKey = key;
+    this.#handshakes.set(key, conn);
+    // Through the server, not a bare TLSSocket: only a server's sockets enforce rejectUnauthorized.
+    (this.#tlsServer as TlsServer).emit('connection', conn.raw);
+  }
+
+  #onSecureConnection(t: TLSSocket): void {
+    const key = connectionKey(t);
+    const conn = this.#handshakes.get(key);
+    if (conn === undefined || !this.#isLive(conn)) {
+      t.destroy();
+      return;
+    }
+    this.#handshakes.delete(key);
+    conn.tlsKey = undefined;
+    t.on('error', noop);
+    conn.front = t;
+    // Read once, now: later the peer certificate may no longer be available (tls-context).
+    const clientId = clientIdentityOf(t);
+    if (conn.direct) this.#onDirectTls(conn, t, clientId);
+    else this.#classify(conn, { kind: 'established', clientId });
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Mesh port (direct connections, §4.2)
+
+  #detectDirectTls(conn: Conn): void {
+    void readPrefix(conn.raw, decideClientHello, { timeoutMs: this.#detectTimeoutMs, maxBytes: CLIENT_HELLO_MAX_PREFIX_BYTES }).then(
+      (r) => {
+        if (!this.#isLive(conn) || 'closed' in r) this.#destroy(conn);
+        else if ('timeout' in r) this.#fail(conn, 'tls detection timeout');
+        else if ('result' in r && r.result.kind === 'hello' && r.result.sni !== undefined && this.#isOwnName(r.result.sni)) this.#terminateTls(conn);
+        else this.#fail(conn, 'direct connection not mutually authenticated');
+      },
+      (e: unknown) => this.#bug(conn, e),
+    );
+  }
+
+  #onDirectTls(conn: Conn, t: TLSSocket, clientId: string | undefined): void {
+    if (clientId === undefined) {
+      this.#fail(conn, 'direct connection not mutually authenticated');
+      return;
+    }
+    if (t.alpnProtocol !== TRANSPORT_HEADER_ALPN) {
+      this.#fail(conn, 'direct connection without transport header');
+      return;
+    }
+    const client: ClientInfo = { ip: conn.ip, tls: { kind: 'established', clientId } };
+    void readPrefix(t, decideTransportHeader, { timeoutMs: this.#detectTimeoutMs, maxBytes: TRANSPORT_HEADER_MAX_PREFIX_BYTES }).then(
+      (r) => this.#onTransportHeader(conn, t, client, r),
+      (e: unknown) => this.#bug(conn, e),
+    );
+  }
+
+  #onTransportHeader(conn: Conn, t: TLSSocket, client: ClientInfo, r: PrefixRead<HeaderDecision>): void {
+    if (!this.#isLive(conn) || 'closed' in r) {
+      this.#destroy(conn);
+      return;
+    }
+    if ('timeout' in r) {
+      this.#fail(conn, 'transport header timeout');
+      return;
+    }
+    if ('overflow' in r || r.result.kind === 'invalid') {
+      this.#fail(conn, 'invalid transport header');
+      return;
+    }
+    const { header, consumed } = r.result;
+    // Drop the header; the application stream starts right after it.
+    t.read(consumed);
+    conn.port = header.port;
+    if (header.name !== undefined) {
+      this.#fail(conn, 'gateway not supported');
+      return;
+    }
+    const policy = this.#policies.current(header.port);
+    if (policy === undefined) {
+      this.#fail(conn, 'no policy');
+      return;
+    }
+    conn.policy = policy;
+    if (header.sessionProtocol !== undefined) this.#handleHttp(conn, client, header.sessionProtocol, 'transport-header');
+    else this.#authorizeTcp(conn, client);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Decisions
+
+  /** Connection-level authorization (§4.5) and, on a permit, forwarding to the application. */
+  #authorizeTcp(conn: Conn, client: ClientInfo): void {
+    const policy = this.#policies.current(conn.port);
+    if (policy === undefined) {
+      this.#fail(conn, 'no policy');
+      return;
+    }
+    // A policy that changed during detection is applied like an update on an open connection
+    // (§4.8): e.g. a port that became HTTP-only no longer takes a TCP stream.
+    const d = policy === conn.policy ? authorizeConnection(policy, client) : reauthorizeConnection(policy, client);
+    const port = conn.port;
+    if (!d.allowed) {
+      this.#counter.tcpAuthzDeny++;
+      this.#hooks.onTcpDeny?.({ port, client, decision: d });
+      if (this.#log.isLevelEnabled('info')) this.#log.info(this.#logFields(conn, client, d), 'inbound TCP connection denied');
+      this.#reset(conn);
+      return;
+    }
+    this.#counter.tcpAuthzAllow++;
+    this.#hooks.onTcpAllow?.({ port, client, decision: d });
+    if (this.#log.isLevelEnabled('debug')) {
+      this.#log.debug({ ...this.#logFields(conn, client, d), authz: `${d.authz.kind}:${d.authz.name}` }, 'inbound TCP connection allowed');
+    }
+    conn.tracked = true;
+    this.#tracker.add(port, conn, client);
+    conn.upstream = forwardTcp(conn.front, { host: this.#appHost, port: this.#appPortOf(port) }, (err) => this.#error(conn, 'app connect failed', err));
+  }
+
+  /** A policy update revoked a forwarded connection (§4.8). */
+  #terminate(conn: Conn, port: number, deny: Deny, client: ClientInfo): void {
+    conn.tracked = false;
+    this.#counter.tcpAuthzTerminate++;
+    this.#hooks.onTcpTerminate?.({ port, client, decision: deny });
+    this.#log.info(this.#logFields(conn, client, deny), 'Connection terminated due to policy change');
+    this.#reset(conn);
+  }
+
+  /**
+   * The HTTP stack. TODO(http): per-request authorization (§4.5-4.7: 403 / grpc-status 7 / 404,
+   * `l5d-client-id`, `l5d-proxy-error`) and forwarding replace the default, which closes.
+   */
+  #handleHttp(conn: Conn, client: ClientInfo, version: InboundHttpVersion, source: InboundHttpConnection['source']): void {
+    const policy = conn.policy as CompiledServer;
+    if (this.#handleHttpOption !== undefined) {
+      this.#handleHttpOption({ socket: conn.front, raw: conn.raw, port: conn.port, policy, client, version, source });
+      return;
+    }
+    if (!this.#warnedHttp) {
+      this.#warnedHttp = true;
+      this.#log.warn({ port: conn.port, version }, 'inbound HTTP is not supported yet; closing HTTP connections');
+    }
+    this.#fail(conn, 'http not supported');
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Endings
+
+  #logFields(conn: Conn, client: ClientInfo, d: { readonly server: { readonly kind: string; readonly name: string }; readonly reason?: string }): object {
+    const tls = client.tls;
+    return {
+      client: conn.raw.remoteAddress,
+      port: conn.port,
+      server: `${d.server.kind}:${d.server.name}`,
+      tls: tls.kind === 'established' ? `mtls ${tls.clientId ?? '-'}` : tls.kind === 'passthrough' ? `passthrough ${tls.sni}` : tls.reason,
+      reason: d.reason,
+    };
+  }
+
+  #error(conn: Conn, reason: InboundErrorReason, err?: Error): void {
+    this.#counter.error(reason);
+    this.#hooks.onTcpError?.(reason, conn.port);
+    if (this.#log.isLevelEnabled('debug'))
+      this.#log.debug({ client: conn.raw.remoteAddress, port: conn.port, err: err?.message }, `inbound connection closed: ${reason}`);
+  }
+
+  /** Counts `reason` and closes the connection. */
+  #fail(conn: Conn, reason: InboundErrorReason): void {
+    this.#error(conn, reason);
+    this.#destroy(conn);
+  }
+
+  /** A detector threw: a bug, not bad input. Logged loudly; the connection is closed. */
+  #bug(conn: Conn, e: unknown): void {
+    this.#log.error({ client: conn.raw.remoteAddress, port: conn.port, err: errorMessage(e) }, 'inbound detection failed');
+    this.#destroy(conn);
+  }
+
+  /**
+   * Closes the connection. Once mesh TLS is terminated only the TLS socket is destroyed (it closes
+   * the TCP socket under it): destroying the TCP socket and then, in the same tick, the TLS socket
+   * over it crashes Node 20 (free(): invalid pointer / SIGSEGV).
+   */
+  #destroy(conn: Conn): void {
+    if (conn.front === conn.raw) conn.raw.destroy();
+    else conn.front.destroy();
+    conn.upstream?.destroy();
+  }
+
+  /**
+   * Closes with a TCP reset, the "refused" of §4.7. A mesh TLS connection is closed instead: its
+   * TCP socket cannot be reset safely under a live TLS socket (see {@link #destroy}).
+   */
+  #reset(conn: Conn): void {
+    if (conn.front === conn.raw) {
+      try {
+        conn.raw.resetAndDestroy();
+      } catch {
+        // Not a TCP handle (cannot happen for an accepted socket): a plain close will do.
+      }
+    }
+    this.#destroy(conn);
+  }
+}
