@@ -4,7 +4,7 @@
  * certificate obtained from the CA and renewed before it expires.
  */
 import { webcrypto } from 'node:crypto';
-import { Backoff, errorMessage, type Logger, MeshError, silentLogger } from '../shared/index.js';
+import { Backoff, errorMessage, type Logger, MeshError, silentLogger, type Timers, UNREF_TIMERS } from '../shared/index.js';
 import type { CertifyErrorCode, CertifyRequest, CertifyResult } from './certify.js';
 import { dnsNamesOf, type ParsedCertificate, parseCertificate, parseCertificatesPem, verifyChain } from './chain.js';
 import { ECDSA_P256_SHA256, type EcKeyPair, generateEcKeyPair, privateKeyToPem } from './keys.js';
@@ -45,20 +45,7 @@ export interface WorkloadCertificate {
 }
 
 /** Timer functions (injectable for tests). */
-export interface Timers {
-  setTimeout(fn: () => void, ms: number): unknown;
-  clearTimeout(handle: unknown): void;
-}
-
-const realTimers: Timers = {
-  setTimeout: (fn, ms) => {
-    const t = setTimeout(fn, ms);
-    // The process lives for its servers; a pending renewal alone must not keep it up.
-    t.unref();
-    return t;
-  },
-  clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),
-};
+export type { Timers } from '../shared/index.js';
 
 /** A failed attempt: the CA's refusal code, or `UNKNOWN` for transport errors and bad responses. */
 export interface RenewalFailure {
@@ -129,7 +116,7 @@ export class WorkloadIdentity {
     if (!anchors.ok) throw new MeshError('ERR_IDENTITY_ANCHORS', `trust anchors: ${anchors.detail}`);
     this.#anchors = anchors.certs;
     this.#opts = opts;
-    this.#timers = opts.timers ?? realTimers;
+    this.#timers = opts.timers ?? UNREF_TIMERS;
     this.#now = opts.now ?? Date.now;
     this.#backoff = opts.backoff ?? new Backoff({ minMs: 1000, maxMs: 60_000 });
     this.#log = opts.logger ?? silentLogger();

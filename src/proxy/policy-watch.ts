@@ -6,8 +6,7 @@
  */
 import type { StreamHandlers, WireResult } from '../api/index.js';
 import { type CompiledServer, compileServer, deepEqual, type InboundServer } from '../core/index.js';
-import type { Timers } from '../identity/index.js';
-import { Backoff, type BackoffOptions, errorMessage, type Logger, MeshError, silentLogger } from '../shared/index.js';
+import { Backoff, type BackoffOptions, errorMessage, type Logger, MeshError, silentLogger, type Timers, UNREF_TIMERS } from '../shared/index.js';
 
 /** What the watcher needs of an inbound policy client (structurally, `InboundPolicyClient`). */
 export interface PolicyWatchClient {
@@ -38,16 +37,6 @@ export interface PolicyWatcherOptions {
 }
 
 const DEFAULT_BACKOFF: BackoffOptions = { minMs: 100, maxMs: 10_000 };
-
-const realTimers: Timers = {
-  setTimeout: (fn, ms) => {
-    const t = setTimeout(fn, ms);
-    // The proxy lives for its listeners; a pending reconnect alone must not keep it up.
-    t.unref();
-    return t;
-  },
-  clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),
-};
 
 /** The state of one watched port. */
 interface PortWatch {
@@ -89,7 +78,7 @@ export class PolicyWatcher {
     // Fail on bad settings here rather than on the first reconnect.
     new Backoff(this.#backoff);
     this.#log = opts.logger ?? silentLogger();
-    this.#timers = opts.timers ?? realTimers;
+    this.#timers = opts.timers ?? UNREF_TIMERS;
     this.#onUpdate = opts.onUpdate;
     for (const port of opts.ports) this.watch(port);
   }

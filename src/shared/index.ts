@@ -7,3 +7,4 @@ export * from './backoff.js';
 export * from './errors.js';
 export * from './logger.js';
 export * from './metrics.js';
+export * from './timers.js';
