@@ -542,11 +542,9 @@ describe('InboundProxy: the mesh port (transport header)', () => {
     });
   });
 
-  it('closes HTTP sessions (not supported yet), gateway headers and bad headers', async () => {
+  it('closes gateway headers and bad headers', async () => {
     policies.set(portA, mkServer(detect(), [anyone]));
     const s0 = proxy.stats();
-    const h = await tls(meshPort, transport(x));
-    await expectClosed(h, header(portA, { sessionProtocol: 'http1' }));
     const g = await tls(meshPort, transport(x));
     await expectClosed(g, header(portA, { name: 'web.emojivoto.svc.cluster.local' }));
     const bad = await tls(meshPort, transport(x));
@@ -554,8 +552,7 @@ describe('InboundProxy: the mesh port (transport header)', () => {
     const silent = await tls(meshPort, transport(x));
     await expectClosed(silent);
     assert.deepEqual(delta(s0, proxy.stats()), {
-      accepted: 4,
-      'http not supported': 1,
+      accepted: 3,
       'gateway not supported': 1,
       'invalid transport header': 1,
       'transport header timeout': 1,
@@ -564,16 +561,28 @@ describe('InboundProxy: the mesh port (transport header)', () => {
 });
 
 describe('InboundProxy: HTTP', () => {
-  it('closes detected HTTP by default (the HTTP stack is not built yet)', async () => {
+  it('serves HTTP with the default HTTP stack: per request, never by connection (details in inbound-http.test)', async () => {
+    // No routes: every request is answered 404 by the proxy and the connection stays open.
     policies.set(portA, mkServer(detect(), [anyone]));
     policies.set(portB, mkServer(HTTP1, [anyone]));
     const s0 = proxy.stats();
     const appBefore = app.connections;
-    await expectClosed(await plain(portA), 'GET / HTTP/1.1\r\nhost: web\r\n\r\n');
-    await expectClosed(await plain(portA), HTTP2_PREFACE);
-    await expectClosed(await plain(portB), 'anything');
+    for (const port of [portA, portB]) {
+      const c = await plain(port);
+      for (let i = 1; i <= 2; i++) {
+        c.socket.write('GET / HTTP/1.1\r\nhost: web\r\n\r\n');
+        await waitFor(() => c.received().toString('latin1').split('HTTP/1.1 404 ').length === i + 1, `404 number ${i}`, WAIT_MS);
+      }
+      assert.equal(c.socket.destroyed, false);
+      c.socket.destroy();
+    }
+    const h2 = await plain(portA);
+    h2.socket.write(HTTP2_PREFACE);
+    // The HTTP/2 server answers the preface with its SETTINGS frame (type 4).
+    await waitFor(() => h2.received().length >= 9 && h2.received()[3] === 4, 'the server SETTINGS frame', WAIT_MS);
     assert.equal(app.connections, appBefore);
-    assert.deepEqual(delta(s0, proxy.stats()), { accepted: 3, 'http not supported': 3 });
+    assert.deepEqual(delta(s0, proxy.stats()), { accepted: 3 });
+    assert.equal(proxy.stats().httpRouteNotFound - s0.httpRouteNotFound, 4);
   });
 
   it('hands HTTP to handleHttp with the bytes intact and the client facts', async () => {

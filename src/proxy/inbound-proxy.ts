@@ -2,8 +2,9 @@
  * The inbound side of the proxy in local mode (POLICY-SEMANTICS §4.2-4.5, §4.7, §4.8): one
  * listener per application port for callers that reach the pod directly, and the mesh port
  * (4143) for direct connections carrying a transport header. Every accepted connection goes
- * through detection and then either the HTTP stack (`handleHttp`, not built yet) or
- * connection-level authorization and opaque forwarding to the application.
+ * through detection and then either the HTTP stack (`handleHttp`, by default {@link InboundHttp}:
+ * per-request authorization and forwarding) or connection-level authorization and opaque
+ * forwarding to the application.
  *
  * Application ports: the port's policy is read at accept; no policy → fail closed. `opaque` skips
  * TLS detection (`None(port_skipped)`). Otherwise the first bytes are sniffed for a ClientHello
@@ -25,7 +26,7 @@
  * before any byte reaches the application; permit → piped to `appHost:appPortOf(port)` and tracked,
  * so that each later policy update of the port re-checks it (`reauthorizeConnection`) and tears it
  * down when revoked. HTTP has no connection-level authorization (§4.4): it is handed to
- * `handleHttp`, which for now closes the connection.
+ * `handleHttp`, which authorizes every request against the port's current policy (§4.8).
  */
 import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
 import { createServer as createTlsServer, type TLSSocket, type TlsOptions, type Server as TlsServer } from 'node:tls';
@@ -45,6 +46,7 @@ import { CLIENT_HELLO_MAX_PREFIX_BYTES, type ClientHelloSniff, sniffClientHello 
 import { detectHttp, HTTP1_MAX_REQUEST_LINE_BYTES } from './detect-http.js';
 import { InboundConnectionTracker, type PolicySubscriptions } from './inbound-connection-tracker.js';
 import { forwardTcp } from './inbound-forward.js';
+import { InboundHttp, type InboundHttpSettings } from './inbound-http.js';
 import { type InboundErrorReason, type InboundMetricsHooks, type InboundStats, InboundStatsCounter } from './inbound-stats.js';
 import { type PrefixRead, readPrefix } from './prefix-reader.js';
 import { clientIdentityOf, TRANSPORT_HEADER_ALPN } from './tls-context.js';
@@ -128,8 +130,10 @@ export interface InboundProxyOptions {
   readonly detectTimeoutMs?: number;
   readonly logger?: Logger;
   readonly metrics?: InboundMetricsHooks;
-  /** The HTTP stack. Default: close the connection (HTTP is not served yet), counted as `http not supported`. */
+  /** The HTTP stack. Default: an {@link InboundHttp} over this proxy's policies, application and counters. */
   readonly handleHttp?: InboundHttpHandler;
+  /** Settings of the default HTTP stack (ignored with a custom `handleHttp`). */
+  readonly http?: InboundHttpSettings;
 }
 
 const NO_TLS: TlsState = Object.freeze({ kind: 'none', reason: 'no_tls_from_remote' });
@@ -202,7 +206,9 @@ export class InboundProxy {
   readonly #detectTimeoutMs: number;
   readonly #log: Logger;
   readonly #hooks: InboundMetricsHooks;
-  readonly #handleHttpOption: InboundHttpHandler | undefined;
+  readonly #handleHttpFn: InboundHttpHandler;
+  /** The default HTTP stack (absent with a custom `handleHttp`). */
+  readonly #http: InboundHttp | undefined;
   readonly #counter = new InboundStatsCounter();
   readonly #conns = new Set<Conn>();
   /** Connections in the mesh TLS handshake, by 4-tuple: `secureConnection` only gives the TLS socket. */
@@ -212,11 +218,10 @@ export class InboundProxy {
   #tlsServer: TlsServer | undefined;
   #bound: InboundBoundPorts | undefined;
   #state: 'new' | 'starting' | 'started' | 'closed' = 'new';
-  #warnedHttp = false;
   #closing: Promise<void> | undefined;
   readonly #drainWaiters: (() => void)[] = [];
 
-  /** Validates the options; nothing is bound before `start()`. Throws RangeError for a bad timeout or port. */
+  /** Validates the options; nothing is bound before `start()`. Throws RangeError for a bad timeout, port or HTTP setting. */
   constructor(opts: InboundProxyOptions) {
     const detectTimeoutMs = opts.detectTimeoutMs ?? DETECT_TIMEOUT_MS;
     if (!isTimerMs(detectTimeoutMs)) throw new RangeError(`bad detectTimeoutMs ${detectTimeoutMs}`);
@@ -233,7 +238,21 @@ export class InboundProxy {
     this.#detectTimeoutMs = detectTimeoutMs;
     this.#log = opts.logger ?? silentLogger();
     this.#hooks = opts.metrics ?? {};
-    this.#handleHttpOption = opts.handleHttp;
+    if (opts.handleHttp !== undefined) {
+      this.#handleHttpFn = opts.handleHttp;
+    } else {
+      const http = new InboundHttp({
+        ...opts.http,
+        policies: this.#policies,
+        appHost: this.#appHost,
+        appPortOf: this.#appPortOf,
+        logger: this.#log,
+        metrics: this.#hooks,
+        counter: this.#counter,
+      });
+      this.#http = http;
+      this.#handleHttpFn = (conn) => http.handle(conn);
+    }
     this.#tracker = new InboundConnectionTracker<Conn>(this.#policies, (conn, port, deny, client) => this.#terminate(conn, port, deny, client));
   }
 
@@ -296,6 +315,7 @@ export class InboundProxy {
       const drained = this.#conns.size === 0 ? Promise.resolve() : new Promise<void>((resolve) => this.#drainWaiters.push(resolve));
       for (const conn of [...this.#conns]) this.#destroy(conn);
       this.#tracker.clear();
+      this.#http?.close();
       this.#closing = Promise.all([...closing, drained]).then(noop);
     }
     await this.#closing;
@@ -576,21 +596,10 @@ export class InboundProxy {
     this.#reset(conn);
   }
 
-  /**
-   * The HTTP stack. TODO(http): per-request authorization (§4.5-4.7: 403 / grpc-status 7 / 404,
-   * `l5d-client-id`, `l5d-proxy-error`) and forwarding replace the default, which closes.
-   */
+  /** Hands the connection to the HTTP stack, which authorizes each request (§4.5-4.8). */
   #handleHttp(conn: Conn, client: ClientInfo, version: InboundHttpVersion, source: InboundHttpConnection['source']): void {
     const policy = conn.policy as CompiledServer;
-    if (this.#handleHttpOption !== undefined) {
-      this.#handleHttpOption({ socket: conn.front, raw: conn.raw, port: conn.port, policy, client, version, source });
-      return;
-    }
-    if (!this.#warnedHttp) {
-      this.#warnedHttp = true;
-      this.#log.warn({ port: conn.port, version }, 'inbound HTTP is not supported yet; closing HTTP connections');
-    }
-    this.#fail(conn, 'http not supported');
+    this.#handleHttpFn({ socket: conn.front, raw: conn.raw, port: conn.port, policy, client, version, source });
   }
 
   // -------------------------------------------------------------------------------------------

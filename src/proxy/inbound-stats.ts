@@ -1,10 +1,11 @@
 /**
- * Counters of the inbound proxy's connection-level enforcement (POLICY-SEMANTICS §4.7, §4.8,
- * §4.11): plain numbers kept per proxy, read with `InboundProxy.stats()`. The Prometheus
- * exposition (with the server / authz / TLS labels of §4.11) is built later on top of the
- * {@link InboundMetricsHooks}, which carry the full decision and client facts.
+ * Counters of the inbound proxy's enforcement (POLICY-SEMANTICS §4.7, §4.8, §4.11), per
+ * connection (TCP) and per request (HTTP): plain numbers kept per proxy, read with
+ * `InboundProxy.stats()`. The Prometheus exposition (with the server / authz / TLS labels of
+ * §4.11) is built later on top of the {@link InboundMetricsHooks}, which carry the full decision
+ * and client facts.
  */
-import type { ClientInfo, Deny, Permit } from '../core/index.js';
+import type { ClientInfo, Deny, Permit, RequestInfo } from '../core/index.js';
 
 /**
  * Why the proxy gave up on a connection without a policy decision — the `error` label of
@@ -26,10 +27,44 @@ export type InboundErrorReason =
   | 'invalid transport header'
   /** A transport header naming a gateway target (multicluster): not supported. */
   | 'gateway not supported'
-  /** An HTTP stream reached the HTTP stack, which the default `handleHttp` does not have yet. */
-  | 'http not supported'
   /** The application refused or dropped the forwarded connection before it was established. */
   | 'app connect failed';
+
+/**
+ * Why the HTTP stack answered a request itself without a policy decision, or gave up on one — the
+ * `error` label of `inbound_http_errors_total`. Policy denials are not errors.
+ */
+export type InboundHttpErrorReason =
+  /** The port has no policy (any more): 500, fail closed. */
+  | 'no policy'
+  /** The port's policy is invalid (§4.5): 500. */
+  | 'invalid policy'
+  /** The application could not be reached or failed before responding: 502 / grpc-status 14. */
+  | 'app unreachable'
+  /** The application failed in the middle of a response: the client's response is reset. */
+  | 'app response aborted'
+  /** The HTTP/1 parser refused the request (malformed, CL+TE, duplicate Content-Length…): 400, closed. */
+  | 'bad request'
+  /** The request headers exceed the size limit: 431, closed. */
+  | 'request headers too large'
+  /** The request headers did not arrive within the headers timeout: 408, closed. */
+  | 'request headers timeout'
+  /** A protocol upgrade (WebSocket…) or CONNECT: 501, not forwarded. */
+  | 'upgrade not supported';
+
+/** One labelled HTTP authorization counter (§4.11): which server, route and authorization, by port. */
+export interface InboundHttpAuthzCount {
+  /** `inbound_http_authz_allow_total`, `inbound_http_authz_deny_total` or `inbound_http_route_not_found_total`. */
+  readonly metric: 'allow' | 'deny' | 'route_not_found';
+  readonly port: number;
+  /** `kind:name` of the server. */
+  readonly server: string;
+  /** `kind:name` of the route (undefined for route-not-found). */
+  readonly route: string | undefined;
+  /** `kind:name` of the authorization (allow only). */
+  readonly authz: string | undefined;
+  readonly count: number;
+}
 
 /** A snapshot of the counters of one {@link InboundStatsCounter}. */
 export interface InboundStats {
@@ -49,6 +84,16 @@ export interface InboundStats {
   readonly tcpAuthzTerminate: number;
   /** `inbound_tcp_errors_total` by `error`; reasons never seen are absent. */
   readonly tcpErrors: Readonly<Partial<Record<InboundErrorReason, number>>>;
+  /** `inbound_http_authz_allow_total`, all labels summed. */
+  readonly httpAuthzAllow: number;
+  /** `inbound_http_authz_deny_total`, all labels summed. */
+  readonly httpAuthzDeny: number;
+  /** `inbound_http_route_not_found_total`, all labels summed. */
+  readonly httpRouteNotFound: number;
+  /** The three HTTP authorization counters by port, server, route and authorization. */
+  readonly httpAuthz: readonly InboundHttpAuthzCount[];
+  /** `inbound_http_errors_total` by `error`; reasons never seen are absent. */
+  readonly httpErrors: Readonly<Partial<Record<InboundHttpErrorReason, number>>>;
 }
 
 /** One connection-level decision, as handed to the metrics hooks. */
@@ -57,6 +102,12 @@ export interface InboundTcpDecisionEvent<D extends Permit | Deny> {
   readonly port: number;
   readonly client: ClientInfo;
   readonly decision: D;
+}
+
+/** One request-level decision, as handed to the metrics hooks. */
+export interface InboundHttpDecisionEvent<D extends Permit | Deny> extends InboundTcpDecisionEvent<D> {
+  /** The request as the policy saw it (`l5d-*` and hop-by-hop headers already removed). */
+  readonly request: RequestInfo;
 }
 
 /**
@@ -72,6 +123,14 @@ export interface InboundMetricsHooks {
   readonly onTcpTerminate?: (event: InboundTcpDecisionEvent<Deny>) => void;
   /** A connection failed before (or without) a policy decision. */
   readonly onTcpError?: (reason: InboundErrorReason, port: number) => void;
+  /** An HTTP request was authorized (and is being forwarded). */
+  readonly onHttpAllow?: (event: InboundHttpDecisionEvent<Permit>) => void;
+  /** An HTTP request was denied by an authorization decision (403 / grpc-status 7). */
+  readonly onHttpDeny?: (event: InboundHttpDecisionEvent<Deny>) => void;
+  /** An HTTP request matched no route (404 / grpc-status 5). */
+  readonly onHttpRouteNotFound?: (event: InboundHttpDecisionEvent<Deny>) => void;
+  /** The HTTP stack answered or dropped a request without a policy decision. */
+  readonly onHttpError?: (reason: InboundHttpErrorReason, port: number) => void;
 }
 
 /** The mutable counters behind {@link InboundStats}; the gauges are supplied at snapshot time. */
@@ -80,11 +139,36 @@ export class InboundStatsCounter {
   tcpAuthzAllow = 0;
   tcpAuthzDeny = 0;
   tcpAuthzTerminate = 0;
+  httpAuthzAllow = 0;
+  httpAuthzDeny = 0;
+  httpRouteNotFound = 0;
   readonly #errors = new Map<InboundErrorReason, number>();
+  readonly #httpErrors = new Map<InboundHttpErrorReason, number>();
+  /** Labelled HTTP counters by `metric|port|server|route|authz`. */
+  readonly #httpAuthz = new Map<string, { -readonly [K in keyof InboundHttpAuthzCount]: InboundHttpAuthzCount[K] }>();
 
   /** Counts one error. */
   error(reason: InboundErrorReason): void {
     this.#errors.set(reason, (this.#errors.get(reason) ?? 0) + 1);
+  }
+
+  /** Counts one HTTP error. */
+  httpError(reason: InboundHttpErrorReason): void {
+    this.#httpErrors.set(reason, (this.#httpErrors.get(reason) ?? 0) + 1);
+  }
+
+  /** Counts one HTTP authorization outcome under its labels (`route`/`authz` as present on the decision). */
+  httpAuthz(metric: InboundHttpAuthzCount['metric'], port: number, d: Permit | Deny): void {
+    if (metric === 'allow') this.httpAuthzAllow++;
+    else if (metric === 'deny') this.httpAuthzDeny++;
+    else this.httpRouteNotFound++;
+    const server = `${d.server.kind}:${d.server.name}`;
+    const route = d.route === undefined ? undefined : `${d.route.kind}:${d.route.name}`;
+    const authz = d.allowed ? `${d.authz.kind}:${d.authz.name}` : undefined;
+    const key = `${metric}|${port}|${server}|${route ?? ''}|${authz ?? ''}`;
+    const cell = this.#httpAuthz.get(key);
+    if (cell !== undefined) cell.count++;
+    else this.#httpAuthz.set(key, { metric, port, server, route, authz, count: 1 });
   }
 
   /** A snapshot with the given gauges. */
@@ -96,6 +180,11 @@ export class InboundStatsCounter {
       tcpAuthzDeny: this.tcpAuthzDeny,
       tcpAuthzTerminate: this.tcpAuthzTerminate,
       tcpErrors: Object.fromEntries(this.#errors),
+      httpAuthzAllow: this.httpAuthzAllow,
+      httpAuthzDeny: this.httpAuthzDeny,
+      httpRouteNotFound: this.httpRouteNotFound,
+      httpAuthz: [...this.#httpAuthz.values()].map((c) => ({ ...c })),
+      httpErrors: Object.fromEntries(this.#httpErrors),
     };
   }
 }

@@ -3,6 +3,7 @@
 export * from './client-hello.js';
 export * from './detect-http.js';
 export * from './identity-bootstrap.js';
+export * from './inbound-http.js';
 export * from './inbound-proxy.js';
 export * from './inbound-stats.js';
 export * from './policy-watch.js';

@@ -1,0 +1,186 @@
+/**
+ * Header hygiene of the inbound HTTP stack (POLICY-SEMANTICS §4.7): what the policy sees, what
+ * is forwarded to the application and what is relayed back. Invariants:
+ * - every `l5d-*` header a client sent is dropped (case-insensitively), so a client cannot spoof
+ *   `l5d-client-id` (the proxy adds it itself, from the verified mesh identity, after
+ *   authorization) nor any other proxy-to-proxy header;
+ * - HTTP/1 hop-by-hop headers (RFC 9110 §7.6.1) are dropped in both directions: `connection` and
+ *   every header it names (except `host`), `keep-alive`, `proxy-connection`, `transfer-encoding`
+ *   (node re-frames bodies itself), `te`, `upgrade`, `http2-settings`, and `expect` on requests
+ *   (the proxy answers `100-continue` itself);
+ * - the policy sees exactly the headers that are forwarded (minus the proxy's own
+ *   `l5d-client-id`), with every value of a repeated header: a route's header match and the
+ *   application never read different values.
+ */
+import type { IncomingHttpHeaders as Http2IncomingHeaders, OutgoingHttpHeaders as Http2OutgoingHeaders } from 'node:http2';
+
+/** The header the proxy sets toward the application for mesh clients with a verified identity. */
+export const L5D_CLIENT_ID = 'l5d-client-id';
+/** The header carrying the proxy's error message to meshed clients. */
+export const L5D_PROXY_ERROR = 'l5d-proxy-error';
+
+/** Headers by lower-case name; a repeated header has every value, in order. */
+export type HeaderValues = Record<string, string | string[]>;
+
+/** An HTTP/1 request's headers after {@link filterHttp1Request}. */
+export interface Http1RequestHeaders {
+  /** The forwarded headers by lower-case name: the policy's view. */
+  readonly byName: HeaderValues;
+  /** The forwarded headers as flat `[name, value, ...]` pairs, names as the client spelled them. */
+  readonly forward: string[];
+  /** The `upgrade` header's value when the client asked for a protocol upgrade (dropped from `forward`). */
+  readonly upgrade: string | undefined;
+  /** The `transfer-encoding` header's value (dropped from `forward`: node re-frames the body). */
+  readonly transferEncoding: string | undefined;
+}
+
+/** True for `l5d-*` in any case, without allocating. */
+export function isL5dHeader(name: string): boolean {
+  if (name.length < 4) return false;
+  const c0 = name.charCodeAt(0) | 0x20;
+  const c1 = name.charCodeAt(1);
+  const c2 = name.charCodeAt(2);
+  return c0 === 0x6c /* l */ && c1 === 0x35 /* 5 */ && (c2 | 0x20) === 0x64 /* d */ && name.charCodeAt(3) === 0x2d /* - */;
+}
+
+/** Lower-case names always dropped at an HTTP/1 hop. */
+const HOP_BY_HOP: ReadonlySet<string> = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'upgrade', 'http2-settings']);
+
+/** The lower-case tokens of every `connection` header in flat raw pairs; undefined when there are none. */
+function connectionTokens(raw: readonly string[]): Set<string> | undefined {
+  let tokens: Set<string> | undefined;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i] as string;
+    if (name.length !== 10 || name.toLowerCase() !== 'connection') continue;
+    for (const t of (raw[i + 1] as string).split(',')) {
+      const token = t.trim().toLowerCase();
+      // `Connection: host` must not make the application see another host than the policy did.
+      if (token === '' || token === 'host' || token === 'keep-alive' || token === 'close') continue;
+      tokens ??= new Set();
+      tokens.add(token);
+    }
+  }
+  return tokens;
+}
+
+function addValue(into: HeaderValues, name: string, value: string): void {
+  const prev = into[name];
+  if (prev === undefined) into[name] = value;
+  else if (typeof prev === 'string') into[name] = [prev, value];
+  else prev.push(value);
+}
+
+/**
+ * Filters an HTTP/1 request's `rawHeaders` (flat pairs, as node:http gives them): drops `l5d-*`,
+ * hop-by-hop headers and `expect`, and returns the rest both by name (for the policy) and as
+ * pairs (for forwarding).
+ */
+export function filterHttp1Request(raw: readonly string[]): Http1RequestHeaders {
+  const named = connectionTokens(raw);
+  const byName: HeaderValues = Object.create(null) as HeaderValues;
+  const forward: string[] = [];
+  let upgrade: string | undefined;
+  let transferEncoding: string | undefined;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i] as string;
+    const value = raw[i + 1] as string;
+    if (isL5dHeader(name)) continue;
+    const lower = name.toLowerCase();
+    if (HOP_BY_HOP.has(lower) || lower === 'expect' || named?.has(lower) === true) {
+      if (lower === 'upgrade') upgrade = upgrade === undefined ? value : `${upgrade}, ${value}`;
+      else if (lower === 'transfer-encoding') transferEncoding = transferEncoding === undefined ? value : `${transferEncoding}, ${value}`;
+      continue;
+    }
+    addValue(byName, lower, value);
+    forward.push(name, value);
+  }
+  return { byName, forward, upgrade, transferEncoding };
+}
+
+/**
+ * True when a request's `transfer-encoding` makes its body length reliable: `chunked` is the
+ * final coding (RFC 9112 §6.3; otherwise the server must answer 400 and close).
+ */
+export function isChunkedLast(transferEncoding: string): boolean {
+  const last = transferEncoding.slice(transferEncoding.lastIndexOf(',') + 1);
+  return last.trim().toLowerCase() === 'chunked';
+}
+
+/**
+ * Filters an HTTP/1 response's `rawHeaders` from the application for relaying to the client:
+ * drops hop-by-hop headers (node frames the response itself). Returns flat pairs.
+ */
+export function filterHttp1Response(raw: readonly string[]): string[] {
+  const named = connectionTokens(raw);
+  const out: string[] = [];
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i] as string;
+    const lower = name.toLowerCase();
+    if (HOP_BY_HOP.has(lower) || named?.has(lower) === true) continue;
+    out.push(name, raw[i + 1] as string);
+  }
+  return out;
+}
+
+/** Flat raw pairs as `[name, value]` tuples (for `addTrailers`). */
+export function pairsOf(raw: readonly string[]): [string, string][] {
+  const out: [string, string][] = [];
+  for (let i = 0; i + 1 < raw.length; i += 2) out.push([raw[i] as string, raw[i + 1] as string]);
+  return out;
+}
+
+/**
+ * Copies an HTTP/2 request's headers (pseudo-headers included) without `l5d-*`: the object is
+ * both the policy's view and what is sent to the application. node:http2 has already refused
+ * connection-specific headers (RFC 9113 §8.2.2) and lower-cased every name.
+ */
+export function filterHttp2Request(headers: Http2IncomingHeaders): HeaderValues {
+  const out: HeaderValues = Object.create(null) as HeaderValues;
+  for (const name in headers) {
+    if (isL5dHeader(name)) continue;
+    const v = headers[name];
+    if (v !== undefined) out[name] = v;
+  }
+  return out;
+}
+
+/**
+ * Copies an HTTP/2 response's headers from the application, pseudo-headers other than `:status`
+ * and connection-specific headers dropped (node:http2 refuses to send those).
+ */
+export function filterHttp2Response(headers: Readonly<Http2OutgoingHeaders>): Http2OutgoingHeaders {
+  const out: Http2OutgoingHeaders = Object.create(null) as Http2OutgoingHeaders;
+  for (const name in headers) {
+    if (name.charCodeAt(0) === 0x3a /* : */ && name !== ':status') continue;
+    if (HOP_BY_HOP.has(name)) continue;
+    const v = headers[name];
+    if (v !== undefined) out[name] = v;
+  }
+  return out;
+}
+
+/**
+ * A header value safe for node to send: visible ASCII and spaces only (anything else becomes `?`),
+ * so a reason built from resource names can never make `setHeader` throw.
+ */
+export function safeHeaderValue(s: string): string {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x20 || c > 0x7e) return s.replace(/[^\x20-\x7e]/g, '?');
+  }
+  return s;
+}
+
+/** Percent-encodes a `grpc-message` (gRPC over HTTP/2: `%` and bytes outside 0x20-0x7e). */
+export function grpcMessage(s: string): string {
+  let plain = true;
+  for (let i = 0; i < s.length && plain; i++) {
+    const c = s.charCodeAt(i);
+    plain = c >= 0x20 && c <= 0x7e && c !== 0x25;
+  }
+  if (plain) return s;
+  let out = '';
+  for (const b of Buffer.from(s, 'utf8'))
+    out += b >= 0x20 && b <= 0x7e && b !== 0x25 ? String.fromCharCode(b) : `%${b.toString(16).toUpperCase().padStart(2, '0')}`;
+  return out;
+}

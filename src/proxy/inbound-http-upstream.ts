@@ -1,0 +1,97 @@
+/**
+ * Connections from the inbound HTTP stack to the application (local mode: `appHost:appPort`).
+ * HTTP/1: one keep-alive `http.Agent` for every application port (it pools per host:port; the
+ * socket count per port is bounded, requests beyond it queue in the agent). HTTP/2 (and gRPC):
+ * one `ClientHttp2Session` per application port, shared by every request to it and replaced
+ * once it closes, fails or receives a GOAWAY (streams already open on it finish there).
+ * nghttp2 queues streams beyond the application's `maxConcurrentStreams` itself.
+ */
+import { Agent, type ClientRequest, type OutgoingHttpHeaders, request } from 'node:http';
+import { type ClientHttp2Session, type ClientHttp2Stream, connect as connectHttp2 } from 'node:http2';
+import { connect as connectTcp } from 'node:net';
+
+/** Settings of an {@link AppUpstream}. */
+export interface AppUpstreamOptions {
+  /** Where the application listens. */
+  readonly host: string;
+  /** Upper bound of concurrent HTTP/1 connections to each application port. */
+  readonly maxSocketsPerPort: number;
+}
+
+function noop(): void {}
+
+const SESSION_GONE: ReadonlySet<string> = new Set(['ERR_HTTP2_INVALID_SESSION', 'ERR_HTTP2_GOAWAY_SESSION', 'ERR_HTTP2_OUT_OF_STREAMS']);
+
+function isSessionGone(e: unknown): boolean {
+  const code = (e as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && SESSION_GONE.has(code);
+}
+
+/** The application's HTTP/1 connection pool and HTTP/2 sessions. */
+export class AppUpstream {
+  readonly #host: string;
+  readonly #authorityHost: string;
+  readonly #agent: Agent;
+  readonly #sessions = new Map<number, ClientHttp2Session>();
+  #closed = false;
+
+  constructor(opts: AppUpstreamOptions) {
+    this.#host = opts.host;
+    this.#authorityHost = opts.host.includes(':') ? `[${opts.host}]` : opts.host;
+    this.#agent = new Agent({ keepAlive: true, maxSockets: opts.maxSocketsPerPort, maxFreeSockets: Math.min(opts.maxSocketsPerPort, 64), scheduling: 'lifo' });
+  }
+
+  /**
+   * Starts an HTTP/1 request to the application's `port`. `headers` are flat name/value pairs
+   * (`Host` included when the client sent one; node adds `host:port` otherwise).
+   */
+  request1(port: number, method: string, path: string, headers: readonly string[]): ClientRequest {
+    return request({ host: this.#host, port, method, path, headers: headers as string[], agent: this.#agent });
+  }
+
+  /**
+   * Opens an HTTP/2 stream to the application's `port` on the shared session. Throws (like
+   * `ClientHttp2Session.request`) only when even a fresh session refuses the stream.
+   */
+  request2(port: number, headers: OutgoingHttpHeaders, endStream: boolean): ClientHttp2Stream {
+    const session = this.#session(port);
+    try {
+      return session.request(headers, { endStream });
+    } catch (e) {
+      // The session went away between uses (closed, GOAWAY, stream ids used up): one retry on a
+      // new one. Anything else (an invalid header) is the request's fault, not the session's.
+      if (!isSessionGone(e)) throw e;
+      this.#drop(port, session);
+      return this.#session(port).request(headers, { endStream });
+    }
+  }
+
+  /** Closes every pooled connection and session; later requests fail. */
+  close(): void {
+    this.#closed = true;
+    this.#agent.destroy();
+    for (const s of this.#sessions.values()) s.destroy();
+    this.#sessions.clear();
+  }
+
+  #session(port: number): ClientHttp2Session {
+    const live = this.#sessions.get(port);
+    if (live !== undefined && !live.closed && !live.destroyed) return live;
+    const host = this.#host;
+    const session = connectHttp2(`http://${this.#authorityHost}:${port}`, {
+      createConnection: () => connectTcp({ host, port, noDelay: true }),
+    });
+    // Stream errors reach the streams; the session's own error only retires it.
+    session.on('error', () => this.#drop(port, session));
+    session.on('goaway', () => this.#drop(port, session));
+    session.on('close', () => this.#drop(port, session));
+    session.on('frameError', noop);
+    if (this.#closed) session.destroy();
+    else this.#sessions.set(port, session);
+    return session;
+  }
+
+  #drop(port: number, session: ClientHttp2Session): void {
+    if (this.#sessions.get(port) === session) this.#sessions.delete(port);
+  }
+}

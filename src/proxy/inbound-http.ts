@@ -1,0 +1,673 @@
+/**
+ * The inbound HTTP stack (POLICY-SEMANTICS §4.4-4.9): per-request authorization of HTTP/1.1,
+ * HTTP/2 and gRPC against the port's *current* policy, and forwarding of permitted requests to
+ * the application. It is the default `handleHttp` of {@link InboundProxy}.
+ *
+ * One `http.Server` and one `http2.Server` per proxy, never listening: each connection the proxy
+ * classified as HTTP is fed to one of them with `emit('connection', socket)` (HTTP/1 then
+ * `resume()`s the socket; HTTP/2 must not, its session drains the unshifted bytes itself —
+ * STACK.md §2.13). The connection's facts (port, client address and TLS state) are kept in a
+ * WeakMap keyed by the socket (HTTP/1) or by the HTTP/2 session created for it.
+ *
+ * Per request: the port's current policy → `authorizeRequest` (a port that is no longer HTTP —
+ * now opaque or TLS — has no routes: 404; no policy at all → 500, fail closed). Denials are
+ * answered by the proxy and never close the connection (§4.4): 403 / 404 / 500 with an empty
+ * body; a gRPC request on HTTP/2 gets a trailers-only 200 with `grpc-status` 7 / 5 / 13. Only a
+ * meshed client (mesh TLS with a client identity) also gets the reason, in `l5d-proxy-error` (and
+ * `grpc-message`) — §4.7. Permits are forwarded with `l5d-client-id: <verified id>` for meshed
+ * clients and every client-sent `l5d-*` header removed (inbound-http-headers); audit permits are
+ * logged at info ("Request allowed", `authz.name=audit`), other permits at debug.
+ *
+ * Decisions documented here:
+ * - Protocol upgrades: `Upgrade: h2c` is ignored (the header is dropped and the request forwarded
+ *   as HTTP/1.1, which RFC 9113 §3.1 allows); any other upgrade (WebSocket…) is authorized like
+ *   any request and, when permitted, answered 501 — upgraded streams are not proxied yet. CONNECT
+ *   gets 501 and the connection is closed.
+ * - `Expect: 100-continue` is answered by the proxy, after authorization; the header is not
+ *   forwarded. A denied request gets its 403 without a 100 and node then closes the connection
+ *   (the client may still be sending a body): the one denial that does not keep the connection.
+ * - HTTP/2 over mesh TLS without ALPN `h2` (the bytes said HTTP/2): node:http2 would hand such a
+ *   TLS socket to 'unknownProtocol', so its `alpnProtocol` is set to `h2` before the hand-off.
+ *   The proxy's sockets are half-open and node:http2 ignores a FIN, so a FIN closes the session
+ *   gracefully here.
+ * - Request smuggling: node's parser (strict mode, `insecureHTTPParser: false` regardless of the
+ *   process flag) refuses Content-Length with Transfer-Encoding, repeated Content-Length and
+ *   other malformed framing with 400 before a request exists; a Transfer-Encoding whose final
+ *   coding is not chunked (which node refuses only after the headers) is answered 400 here. Such
+ *   requests never reach the application and the connection is closed. Bodies are re-framed by
+ *   node toward the application, never relayed as raw bytes.
+ * - Limits: the header block is bounded (`maxHeaderBytes`, 431) and must arrive within
+ *   `headersTimeoutMs` of the request's first byte (408; node's coarse connection check, no timer
+ *   per request). Bodies have no deadline (long-lived streams are legitimate).
+ * - The application is unreachable or fails before responding: 502 (gRPC: `grpc-status` 14); it
+ *   fails mid-response: the client's response is aborted (HTTP/1 connection closed, HTTP/2 stream
+ *   reset) since a truncated body must not look complete.
+ */
+import { createServer as createHttp1Server, type Server as Http1Server, type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
+import {
+  type ClientHttp2Stream,
+  createServer as createHttp2Server,
+  type IncomingHttpHeaders as Http2IncomingHeaders,
+  type OutgoingHttpHeaders as Http2OutgoingHeaders,
+  type Http2Server,
+  type Http2Session,
+  constants as h2constants,
+  type IncomingHttpStatusHeader,
+  type ServerHttp2Stream,
+} from 'node:http2';
+import type { Duplex } from 'node:stream';
+import type { TLSSocket } from 'node:tls';
+import {
+  authorizeRequest,
+  type ClientInfo,
+  type CompiledServer,
+  type Decision,
+  type Deny,
+  isGrpcRequest,
+  type Meta,
+  type RequestInfo,
+  type TlsState,
+} from '../core/index.js';
+import { errorMessage, type Logger, silentLogger } from '../shared/index.js';
+import {
+  filterHttp1Request,
+  filterHttp1Response,
+  filterHttp2Request,
+  filterHttp2Response,
+  grpcMessage,
+  isChunkedLast,
+  L5D_CLIENT_ID,
+  L5D_PROXY_ERROR,
+  pairsOf,
+  safeHeaderValue,
+} from './inbound-http-headers.js';
+import { AppUpstream } from './inbound-http-upstream.js';
+import type { InboundHttpConnection } from './inbound-proxy.js';
+import { type InboundHttpErrorReason, type InboundMetricsHooks, InboundStatsCounter } from './inbound-stats.js';
+
+/** Tunables of the HTTP stack (every one optional). */
+export interface InboundHttpSettings {
+  /** Deadline for a request's whole header block from its first byte (HTTP/1; default 10 s): 408, closed. */
+  readonly headersTimeoutMs?: number;
+  /** How often header deadlines are checked (default 1 s; node's own default is 30 s). */
+  readonly timeoutCheckIntervalMs?: number;
+  /** An idle HTTP/1 keep-alive connection is closed after this (default 60 s). */
+  readonly keepAliveTimeoutMs?: number;
+  /** Bound on an HTTP/1 request's header block in bytes (default 16 KiB, node's): 431, closed. */
+  readonly maxHeaderBytes?: number;
+  /** Concurrent HTTP/1 connections to each application port (default 256; more requests queue). */
+  readonly maxAppSocketsPerPort?: number;
+}
+
+/** Options of {@link InboundHttp}. */
+export interface InboundHttpOptions extends InboundHttpSettings {
+  /** The policy source: each request reads the port's current compiled policy. */
+  readonly policies: { current(port: number): CompiledServer | undefined };
+  /** Where the application listens. */
+  readonly appHost: string;
+  /** The application port behind an inbound port (default: the same number). */
+  readonly appPortOf?: (port: number) => number;
+  readonly logger?: Logger;
+  readonly metrics?: InboundMetricsHooks;
+  /** Where the counters go (the proxy passes its own); default: a private one. */
+  readonly counter?: InboundStatsCounter;
+}
+
+/** Default of {@link InboundHttpSettings.headersTimeoutMs}. */
+export const HTTP_HEADERS_TIMEOUT_MS = 10_000;
+/** Default of {@link InboundHttpSettings.keepAliveTimeoutMs}. */
+export const HTTP_KEEP_ALIVE_TIMEOUT_MS = 60_000;
+/** Default of {@link InboundHttpSettings.maxHeaderBytes}. */
+export const HTTP_MAX_HEADER_BYTES = 16 * 1024;
+
+const { NGHTTP2_CANCEL, NGHTTP2_INTERNAL_ERROR, NGHTTP2_NO_ERROR } = h2constants;
+const END_STREAM = h2constants.NGHTTP2_FLAG_END_STREAM;
+
+/** gRPC status codes the proxy answers with. */
+const GRPC_PERMISSION_DENIED = 7;
+const GRPC_NOT_FOUND = 5;
+const GRPC_INTERNAL = 13;
+const GRPC_UNAVAILABLE = 14;
+
+/** Server metadata for a request on a port without a policy (there is no server to name). */
+const NO_SERVER: Meta = Object.freeze({ group: '', kind: 'default', name: 'none' });
+const APP_UNREACHABLE = 'connection to the application failed';
+const UPGRADE_NOT_SUPPORTED = 'protocol upgrades are not supported';
+
+function noop(): void {}
+
+/** One HTTP connection's facts, fixed for its lifetime. */
+interface HttpConn {
+  readonly port: number;
+  readonly appPort: number;
+  readonly client: ClientInfo;
+  /** The verified mesh identity (mesh TLS with a client certificate): `l5d-client-id`, error details. */
+  readonly meshedId: string | undefined;
+  readonly remote: string | undefined;
+  /** HTTP/1 responses in flight (a parse error must not write into one). */
+  inFlight: number;
+  /** A parse error was answered: the connection is being closed. */
+  failed: boolean;
+}
+
+/** An HTTP/1 request target split into the origin-form path and an absolute-form authority. */
+function splitTarget(url: string): { readonly path: string; readonly authority: string | undefined } {
+  if (url.charCodeAt(0) === 0x2f /* / */ || url === '*') return { path: url, authority: undefined };
+  const m = /^[a-zA-Z][a-zA-Z0-9+.-]*:\/\/([^/?#]*)(.*)$/.exec(url);
+  if (m === null) return { path: url, authority: undefined };
+  const rest = m[2] ?? '';
+  return { path: rest === '' ? '/' : rest.startsWith('/') ? rest : `/${rest}`, authority: m[1] };
+}
+
+/** True when every protocol in an `Upgrade` header is h2c (ignorable, RFC 9113 §3.1). */
+function isOnlyH2c(upgrade: string): boolean {
+  for (const p of upgrade.split(',')) if (p.trim().toLowerCase() !== 'h2c') return false;
+  return true;
+}
+
+function first(v: string | readonly string[] | undefined): string | undefined {
+  return typeof v === 'string' ? v : v?.[0];
+}
+
+function metaFields(m: Meta): { group: string; kind: string; name: string } {
+  return { group: m.group, kind: m.kind, name: m.name };
+}
+
+function tlsLabel(tls: TlsState): string {
+  return tls.kind === 'established' ? `mtls ${tls.clientId ?? '-'}` : tls.kind === 'passthrough' ? `passthrough ${tls.sni}` : tls.reason;
+}
+
+function httpStatusOf(d: Deny): number {
+  switch (d.kind) {
+    case 'http403':
+    case 'grpc7':
+      return 403;
+    case 'http404':
+    case 'grpc5':
+      return 404;
+    case 'http500':
+    case 'tcp-refuse':
+      return 500;
+  }
+}
+
+function grpcStatusOf(d: Deny): number {
+  switch (d.kind) {
+    case 'http403':
+    case 'grpc7':
+      return GRPC_PERMISSION_DENIED;
+    case 'http404':
+    case 'grpc5':
+      return GRPC_NOT_FOUND;
+    case 'http500':
+    case 'tcp-refuse':
+      return GRPC_INTERNAL;
+  }
+}
+
+function isPositiveInt32(ms: number): boolean {
+  return Number.isInteger(ms) && ms > 0 && ms <= 0x7fff_ffff;
+}
+
+/**
+ * The HTTP stack of one inbound proxy. {@link handle} takes over connections; {@link close}
+ * destroys what is left (servers, application connections). Invariants: a request reaches the
+ * application only with a permit from the port's policy current at the time of the request; it
+ * carries no client-sent `l5d-*` header; a denial never closes the connection.
+ */
+export class InboundHttp {
+  readonly #policies: InboundHttpOptions['policies'];
+  readonly #appPortOf: (port: number) => number;
+  readonly #log: Logger;
+  readonly #hooks: InboundMetricsHooks;
+  readonly #counter: InboundStatsCounter;
+  readonly #upstream: AppUpstream;
+  readonly #h1: Http1Server;
+  readonly #h2: Http2Server;
+  readonly #h1Conns = new WeakMap<Duplex, HttpConn>();
+  readonly #h2Conns = new WeakMap<Http2Session, HttpConn>();
+  readonly #h2Sessions = new Set<Http2Session>();
+  /** The connection being handed to the HTTP/2 server: its 'session' event fires synchronously. */
+  #pendingH2: HttpConn | undefined;
+  /** The session created for {@link #pendingH2}. */
+  #pendingH2Session: Http2Session | undefined;
+  #closed = false;
+
+  /** Builds the servers and the application pools; throws RangeError for a bad setting. */
+  constructor(opts: InboundHttpOptions) {
+    const headersTimeoutMs = opts.headersTimeoutMs ?? HTTP_HEADERS_TIMEOUT_MS;
+    const keepAliveTimeoutMs = opts.keepAliveTimeoutMs ?? HTTP_KEEP_ALIVE_TIMEOUT_MS;
+    const checkMs = opts.timeoutCheckIntervalMs ?? Math.min(1000, headersTimeoutMs);
+    const maxHeaderBytes = opts.maxHeaderBytes ?? HTTP_MAX_HEADER_BYTES;
+    const maxSockets = opts.maxAppSocketsPerPort ?? 256;
+    for (const [name, v] of Object.entries({
+      headersTimeoutMs,
+      keepAliveTimeoutMs,
+      timeoutCheckIntervalMs: checkMs,
+      maxHeaderBytes,
+      maxAppSocketsPerPort: maxSockets,
+    })) {
+      if (!isPositiveInt32(v)) throw new RangeError(`bad ${name} ${v}`);
+    }
+    this.#policies = opts.policies;
+    this.#appPortOf = opts.appPortOf ?? ((p) => p);
+    this.#log = opts.logger ?? silentLogger();
+    this.#hooks = opts.metrics ?? {};
+    this.#counter = opts.counter ?? new InboundStatsCounter();
+    this.#upstream = new AppUpstream({ host: opts.appHost, maxSocketsPerPort: maxSockets });
+
+    this.#h1 = createHttp1Server({
+      headersTimeout: headersTimeoutMs,
+      // No deadline on whole requests: a long upload or stream is not an attack by itself.
+      requestTimeout: 0,
+      keepAliveTimeout: keepAliveTimeoutMs,
+      connectionsCheckingInterval: checkMs,
+      maxHeaderSize: maxHeaderBytes,
+      insecureHTTPParser: false,
+      requireHostHeader: true,
+      noDelay: true,
+    });
+    this.#h1.on('request', (req: IncomingMessage, res: ServerResponse) => this.#onRequest(req, res, false));
+    this.#h1.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => this.#onRequest(req, res, true));
+    this.#h1.on('connect', (_req: IncomingMessage, socket: Duplex) => this.#onConnectMethod(socket));
+    this.#h1.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => this.#onClientError(err, socket));
+    // Header deadlines are enforced by a check node only starts for a listening server; this one
+    // never listens (sockets are fed to it), so start the check by hand. It is unref'd and
+    // stopped by close().
+    this.#h1.emit('listening');
+
+    this.#h2 = createHttp2Server();
+    this.#h2.on('session', (session: Http2Session) => this.#onSession(session));
+    this.#h2.on('stream', (stream: ServerHttp2Stream, headers: Http2IncomingHeaders, flags: number) => this.#onStream(stream, headers, flags));
+    this.#h2.on('sessionError', (err: Error) => {
+      if (this.#log.isLevelEnabled('debug')) this.#log.debug({ err: err.message }, 'inbound HTTP/2 session failed');
+    });
+  }
+
+  /** Serves one HTTP connection (an {@link InboundHttpHandler}). Never throws. */
+  handle(conn: InboundHttpConnection): void {
+    const socket = conn.socket;
+    if (this.#closed) {
+      socket.destroy();
+      return;
+    }
+    const tls = conn.client.tls;
+    const ctx: HttpConn = {
+      port: conn.port,
+      appPort: this.#appPortOf(conn.port),
+      client: conn.client,
+      meshedId: tls.kind === 'established' ? tls.clientId : undefined,
+      remote: conn.raw.remoteAddress,
+      inFlight: 0,
+      failed: false,
+    };
+    if (conn.version === 'http1') {
+      this.#h1Conns.set(socket, ctx);
+      this.#h1.emit('connection', socket);
+      socket.resume();
+      return;
+    }
+    // node:http2 hands TLS sockets that did not negotiate h2 by ALPN to 'unknownProtocol'; here
+    // the bytes already said HTTP/2 (prior knowledge, detection or a transport header).
+    const t = socket as Partial<Pick<TLSSocket, 'alpnProtocol'>>;
+    if (t.alpnProtocol === false || t.alpnProtocol === 'http/1.1') t.alpnProtocol = 'h2';
+    this.#pendingH2 = ctx;
+    let session: Http2Session | undefined;
+    try {
+      this.#h2.emit('connection', socket);
+    } finally {
+      session = this.#pendingH2Session;
+      this.#pendingH2 = undefined;
+      this.#pendingH2Session = undefined;
+    }
+    // The proxy's sockets are half-open (for TCP forwarding) and node:http2 does not react to
+    // the peer's FIN: end the session gracefully (open streams finish), as a plain server would.
+    if (session !== undefined) socket.once('end', () => session.close());
+  }
+
+  /** Stops serving: destroys every HTTP connection and every application connection. Idempotent. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#h1.closeAllConnections();
+    // Not listening: this only stops the header-deadline check (the callback gets "not running").
+    this.#h1.close(noop);
+    for (const s of this.#h2Sessions) s.destroy();
+    this.#h2Sessions.clear();
+    this.#upstream.close();
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Decisions
+
+  /** Authorizes a request against the port's current policy; counts, logs and reports it. */
+  #decide(ctx: HttpConn, req: RequestInfo, grpc: boolean): Decision {
+    const policy = this.#policies.current(ctx.port);
+    let d: Decision;
+    if (policy === undefined) {
+      d = { allowed: false, level: 'http', kind: 'http500', server: NO_SERVER, route: undefined, reason: 'no policy for the port' };
+    } else if (policy.httpRoutes === undefined && policy.grpcRoutes === undefined) {
+      // The port stopped being HTTP (opaque, TLS) while this connection was open: no HTTP routes.
+      d =
+        policy.invalid !== undefined
+          ? { allowed: false, level: 'http', kind: 'http500', server: policy.server.meta, route: undefined, reason: `invalid policy: ${policy.invalid}` }
+          : {
+              allowed: false,
+              level: 'http',
+              kind: grpc ? 'grpc5' : 'http404',
+              server: policy.server.meta,
+              route: undefined,
+              reason: 'no route found for request',
+            };
+    } else {
+      d = authorizeRequest(policy, ctx.client, req);
+    }
+    const port = ctx.port;
+    if (d.allowed) {
+      this.#counter.httpAuthz('allow', port, d);
+      this.#hooks.onHttpAllow?.({ port, client: ctx.client, decision: d, request: req });
+      if (d.isAudit) this.#log.info(this.#logFields(ctx, req, d), 'Request allowed');
+      else if (this.#log.isLevelEnabled('debug')) this.#log.debug(this.#logFields(ctx, req, d), 'inbound HTTP request allowed');
+      return d;
+    }
+    switch (d.kind) {
+      case 'http403':
+      case 'grpc7':
+        this.#counter.httpAuthz('deny', port, d);
+        this.#hooks.onHttpDeny?.({ port, client: ctx.client, decision: d, request: req });
+        break;
+      case 'http404':
+      case 'grpc5':
+        this.#counter.httpAuthz('route_not_found', port, d);
+        this.#hooks.onHttpRouteNotFound?.({ port, client: ctx.client, decision: d, request: req });
+        break;
+      case 'http500':
+      case 'tcp-refuse':
+        this.#error(ctx, policy === undefined ? 'no policy' : 'invalid policy');
+        break;
+    }
+    if (this.#log.isLevelEnabled('info')) this.#log.info(this.#logFields(ctx, req, d), 'Request denied');
+    return d;
+  }
+
+  #logFields(ctx: HttpConn, req: RequestInfo, d: Decision): object {
+    return {
+      client: ctx.remote,
+      port: ctx.port,
+      tls: tlsLabel(ctx.client.tls),
+      server: metaFields(d.server),
+      route: d.route === undefined ? undefined : metaFields(d.route),
+      authz: d.allowed ? metaFields(d.authz) : undefined,
+      method: req.method,
+      path: req.path,
+      reason: d.allowed ? undefined : d.reason,
+    };
+  }
+
+  #error(ctx: HttpConn, reason: InboundHttpErrorReason): void {
+    this.#counter.httpError(reason);
+    this.#hooks.onHttpError?.(reason, ctx.port);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // HTTP/1
+
+  #onRequest(req: IncomingMessage, res: ServerResponse, expectsContinue: boolean): void {
+    const ctx = this.#h1Conns.get(req.socket);
+    if (ctx === undefined) {
+      res.destroy();
+      return;
+    }
+    ctx.inFlight++;
+    res.once('close', () => ctx.inFlight--);
+    const headers = filterHttp1Request(req.rawHeaders);
+    if (headers.transferEncoding !== undefined && !isChunkedLast(headers.transferEncoding)) {
+      // node's parser refuses such a body only after the headers; the request must not start.
+      this.#error(ctx, 'bad request');
+      res.shouldKeepAlive = false;
+      this.#respond1(res, ctx, 400, 'transfer-encoding without final chunked');
+      return;
+    }
+    const target = splitTarget(req.url ?? '/');
+    const method = req.method ?? 'GET';
+    const info: RequestInfo = { method, path: target.path, authority: target.authority ?? first(headers.byName.host), headers: headers.byName };
+    const d = this.#decide(ctx, info, false);
+    if (!d.allowed) {
+      this.#respond1(res, ctx, httpStatusOf(d), d.reason);
+      return;
+    }
+    if (headers.upgrade !== undefined && !isOnlyH2c(headers.upgrade)) {
+      this.#error(ctx, 'upgrade not supported');
+      this.#respond1(res, ctx, 501, UPGRADE_NOT_SUPPORTED);
+      return;
+    }
+    if (expectsContinue) res.writeContinue();
+    if (ctx.meshedId !== undefined) headers.forward.push(L5D_CLIENT_ID, ctx.meshedId);
+    this.#forward1(req, res, ctx, method, target.path, headers.forward);
+  }
+
+  /** A response of the proxy's own: empty body, the reason for meshed clients only. */
+  #respond1(res: ServerResponse, ctx: HttpConn, status: number, reason: string): void {
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    const headers = ['content-length', '0'];
+    if (ctx.meshedId !== undefined) headers.push(L5D_PROXY_ERROR, safeHeaderValue(reason));
+    res.writeHead(status, headers);
+    res.end();
+  }
+
+  #forward1(req: IncomingMessage, res: ServerResponse, ctx: HttpConn, method: string, path: string, headers: readonly string[]): void {
+    const up = this.#upstream.request1(ctx.appPort, method, path, headers);
+    up.on('response', (ures: IncomingMessage) => {
+      if (res.destroyed) {
+        ures.destroy();
+        return;
+      }
+      try {
+        res.writeHead(ures.statusCode ?? 502, filterHttp1Response(ures.rawHeaders));
+      } catch (e) {
+        // A response node refuses to relay (e.g. an invalid status): a bad gateway.
+        ures.destroy();
+        this.#error(ctx, 'app unreachable');
+        if (this.#log.isLevelEnabled('debug')) this.#log.debug({ port: ctx.port, err: errorMessage(e) }, 'inbound HTTP response not relayable');
+        this.#respond1(res, ctx, 502, APP_UNREACHABLE);
+        return;
+      }
+      ures.pipe(res, { end: false });
+      ures.once('end', () => {
+        if (ures.rawTrailers.length > 0) res.addTrailers(pairsOf(ures.rawTrailers));
+        res.end();
+      });
+      ures.once('close', () => {
+        if (ures.complete || res.writableEnded || res.destroyed) return;
+        this.#error(ctx, 'app response aborted');
+        res.destroy();
+      });
+    });
+    up.on('error', (err: Error) => {
+      if (res.writableEnded || res.destroyed) return;
+      if (res.headersSent) {
+        this.#error(ctx, 'app response aborted');
+        res.destroy();
+        return;
+      }
+      this.#error(ctx, 'app unreachable');
+      if (this.#log.isLevelEnabled('debug'))
+        this.#log.debug({ port: ctx.port, appPort: ctx.appPort, err: err.message }, 'inbound HTTP request to the application failed');
+      req.unpipe(up);
+      this.#respond1(res, ctx, 502, APP_UNREACHABLE);
+    });
+    // The client went away (or its response was aborted): drop the application's request too.
+    res.once('close', () => {
+      if (!res.writableFinished) up.destroy();
+    });
+    req.pipe(up);
+  }
+
+  #onConnectMethod(socket: Duplex): void {
+    const ctx = this.#h1Conns.get(socket);
+    if (ctx !== undefined) this.#error(ctx, 'upgrade not supported');
+    socket.on('error', noop);
+    socket.end('HTTP/1.1 501 Not Implemented\r\ncontent-length: 0\r\nconnection: close\r\n\r\n', () => socket.destroy());
+  }
+
+  /**
+   * Parse errors, header limits and deadlines (node's default handling, counted): a response
+   * with the status node would use when nothing is in flight on the connection, then close.
+   */
+  #onClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+    const ctx = this.#h1Conns.get(socket);
+    if (ctx === undefined || ctx.failed) {
+      socket.destroy();
+      return;
+    }
+    ctx.failed = true;
+    const code = err.code ?? '';
+    let status: number | undefined;
+    let reason: InboundHttpErrorReason | undefined;
+    if (code === 'HPE_HEADER_OVERFLOW') [status, reason] = [431, 'request headers too large'];
+    else if (code === 'ERR_HTTP_REQUEST_TIMEOUT') [status, reason] = [408, 'request headers timeout'];
+    else if (code === 'HPE_CHUNK_EXTENSIONS_OVERFLOW') [status, reason] = [413, 'bad request'];
+    else if (code.startsWith('HPE_')) [status, reason] = [400, 'bad request'];
+    if (reason !== undefined) {
+      this.#error(ctx, reason);
+      if (this.#log.isLevelEnabled('debug')) this.#log.debug({ client: ctx.remote, port: ctx.port, err: code }, `inbound HTTP connection closed: ${reason}`);
+    }
+    if (status === undefined || ctx.inFlight > 0 || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n`, () => socket.destroy());
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // HTTP/2
+
+  #onSession(session: Http2Session): void {
+    const ctx = this.#pendingH2;
+    if (ctx === undefined || this.#closed) {
+      session.destroy();
+      return;
+    }
+    this.#h2Conns.set(session, ctx);
+    this.#h2Sessions.add(session);
+    this.#pendingH2Session = session;
+    session.once('close', () => this.#h2Sessions.delete(session));
+  }
+
+  #onStream(stream: ServerHttp2Stream, headers: Http2IncomingHeaders, flags: number): void {
+    // Errors surface as 'close' (rstCode); an 'error' without a listener would crash the process.
+    stream.on('error', noop);
+    const ctx = this.#h2Conns.get(stream.session as Http2Session);
+    if (ctx === undefined) {
+      stream.close(NGHTTP2_INTERNAL_ERROR);
+      return;
+    }
+    const forward = filterHttp2Request(headers);
+    const method = first(headers[':method']) ?? 'GET';
+    const path = first(headers[':path']);
+    const info: RequestInfo = { method, path: path ?? '', authority: first(headers[':authority']) ?? first(headers.host), headers: forward };
+    const grpc = isGrpcRequest(info);
+    if (path === undefined) {
+      // CONNECT (the only request without :path that node accepts).
+      this.#error(ctx, 'upgrade not supported');
+      this.#respond2(stream, ctx, grpc, 501, GRPC_INTERNAL, UPGRADE_NOT_SUPPORTED);
+      return;
+    }
+    const d = this.#decide(ctx, info, grpc);
+    if (!d.allowed) {
+      this.#respond2(stream, ctx, grpc, httpStatusOf(d), grpcStatusOf(d), d.reason);
+      return;
+    }
+    // A copy: the policy's view (handed to the hooks) stays what the client sent.
+    const upstreamHeaders = ctx.meshedId === undefined ? forward : { ...forward, [L5D_CLIENT_ID]: ctx.meshedId };
+    this.#forward2(stream, ctx, upstreamHeaders, grpc, (flags & END_STREAM) !== 0);
+  }
+
+  /**
+   * A response of the proxy's own, ending the stream: `status` with an empty body, or for gRPC a
+   * trailers-only 200 with `grpcStatus`. The reason only for meshed clients. An unread request
+   * body is discarded.
+   */
+  #respond2(stream: ServerHttp2Stream, ctx: HttpConn, grpc: boolean, status: number, grpcStatus: number, reason: string): void {
+    if (stream.destroyed || stream.closed) return;
+    if (stream.headersSent) {
+      stream.close(NGHTTP2_INTERNAL_ERROR);
+      return;
+    }
+    const h: Http2OutgoingHeaders = grpc
+      ? { ':status': 200, 'content-type': 'application/grpc', 'grpc-status': String(grpcStatus) }
+      : { ':status': status, 'content-length': '0' };
+    if (ctx.meshedId !== undefined) {
+      h[L5D_PROXY_ERROR] = safeHeaderValue(reason);
+      if (grpc) h['grpc-message'] = grpcMessage(reason);
+    }
+    stream.respond(h, { endStream: true });
+    if (!stream.readableEnded) stream.resume();
+  }
+
+  #forward2(stream: ServerHttp2Stream, ctx: HttpConn, headers: Http2OutgoingHeaders, grpc: boolean, endStream: boolean): void {
+    let up: ClientHttp2Stream;
+    try {
+      up = this.#upstream.request2(ctx.appPort, headers, endStream);
+    } catch (e) {
+      this.#unreachable2(stream, ctx, grpc, e);
+      return;
+    }
+    let upError: Error | undefined;
+    let trailers: Http2IncomingHeaders | undefined;
+    up.on('error', (err: Error) => {
+      upError ??= err;
+    });
+    up.on('response', (h: Http2IncomingHeaders & IncomingHttpStatusHeader, responseFlags: number) => {
+      if (stream.destroyed || stream.closed) return;
+      const headersOnly = (responseFlags & END_STREAM) !== 0;
+      try {
+        stream.respond(filterHttp2Response(h), headersOnly ? { endStream: true } : { waitForTrailers: true });
+      } catch (e) {
+        // Headers node refuses to relay (e.g. an invalid value): a bad gateway.
+        up.close(NGHTTP2_CANCEL);
+        this.#unreachable2(stream, ctx, grpc, e);
+        return;
+      }
+      if (!headersOnly) up.pipe(stream);
+    });
+    up.on('trailers', (t: Http2IncomingHeaders) => {
+      trailers = t;
+    });
+    stream.on('wantTrailers', () => {
+      try {
+        stream.sendTrailers(trailers === undefined ? {} : filterHttp2Response(trailers));
+      } catch {
+        stream.close(NGHTTP2_INTERNAL_ERROR);
+      }
+    });
+    up.once('close', () => {
+      if (stream.destroyed || stream.closed) return;
+      if (!stream.headersSent) {
+        this.#unreachable2(stream, ctx, grpc, upError ?? new Error(`stream reset by the application (code ${up.rstCode})`));
+      } else if (upError !== undefined || (up.rstCode !== undefined && up.rstCode !== NGHTTP2_NO_ERROR)) {
+        this.#error(ctx, 'app response aborted');
+        stream.close(up.rstCode !== undefined && up.rstCode !== NGHTTP2_NO_ERROR ? up.rstCode : NGHTTP2_INTERNAL_ERROR);
+      }
+    });
+    // The client reset the stream or went away: cancel the application's stream too.
+    stream.once('close', () => {
+      if (!up.closed && !up.destroyed) up.close(NGHTTP2_CANCEL);
+    });
+    if (!endStream) stream.pipe(up);
+  }
+
+  #unreachable2(stream: ServerHttp2Stream, ctx: HttpConn, grpc: boolean, err: unknown): void {
+    this.#error(ctx, 'app unreachable');
+    if (this.#log.isLevelEnabled('debug')) {
+      this.#log.debug(
+        { port: ctx.port, appPort: ctx.appPort, err: err instanceof Error ? err.message : String(err) },
+        'inbound HTTP/2 request to the application failed',
+      );
+    }
+    this.#respond2(stream, ctx, grpc, 502, GRPC_UNAVAILABLE, APP_UNREACHABLE);
+  }
+}
