@@ -12,6 +12,7 @@ import { registerControllerCommand } from './commands/controller.js';
 import { policyTarget, printPolicy, runDiagnosticsPolicy } from './commands/diagnostics.js';
 import { type ExplainOptions, printExplain, runExplain } from './commands/explain.js';
 import { registerIdentityCommands } from './commands/identity.js';
+import { registerProxyCommand } from './commands/proxy.js';
 import { runTest } from './commands/test.js';
 import { callController, controllerBase } from './controller-client.js';
 import { type CliIo, EXIT, processIo, UsageError } from './io.js';
@@ -200,6 +201,7 @@ function program(io: CliIo, result: { status: number }, signal: AbortSignal | un
   });
   registerIdentityCommands(prog as unknown as Parameters<typeof registerIdentityCommands>[0], io, result);
   registerControllerCommand(prog as unknown as Parameters<typeof registerControllerCommand>[0], io, result, signal);
+  registerProxyCommand(prog as unknown as Parameters<typeof registerProxyCommand>[0], io, result, signal);
   return prog;
 }
 

@@ -72,12 +72,19 @@ export interface InboundListen {
   readonly meshPort: number;
   /** The application ports served for callers reaching the pod directly (each 0 = any free port). */
   readonly appPorts: readonly number[];
+  /**
+   * The pod port whose policy (and application port) applies to each listener of `appPorts`, by
+   * index (default: the bound port itself). Lets local mode serve pod port 8080 on another port.
+   */
+  readonly policyPorts?: readonly number[];
+  /** The mesh port's address (default: `host`). */
+  readonly meshHost?: string;
 }
 
 /** The ports the proxy actually listens on, in the order they were asked for. */
 export interface InboundBoundPorts {
   readonly meshPort: number;
-  /** Each bound application port is also the port whose policy applies to its connections. */
+  /** The bound application ports; each one's policy port is `policyPorts[i]`, or the bound port without them. */
   readonly appPorts: readonly number[];
 }
 
@@ -228,6 +235,11 @@ export class InboundProxy {
     for (const p of [opts.listen.meshPort, ...opts.listen.appPorts]) {
       if (!Number.isInteger(p) || p < 0 || p > 65_535) throw new RangeError(`bad listen port ${p}`);
     }
+    const policyPorts = opts.listen.policyPorts;
+    if (policyPorts !== undefined) {
+      if (policyPorts.length !== opts.listen.appPorts.length) throw new RangeError('policyPorts must have one entry per app port');
+      for (const p of policyPorts) if (!Number.isInteger(p) || p < 1 || p > 65_535) throw new RangeError(`bad policy port ${p}`);
+    }
     // SNI host names compare case-insensitively (RFC 6066 §3).
     this.#identity = opts.identity.toLowerCase();
     this.#tls = opts.tls;
@@ -283,15 +295,15 @@ export class InboundProxy {
     });
     this.#tlsServer = tlsServer;
 
-    const { host, meshPort, appPorts } = this.#listen;
+    const { host, meshPort, appPorts, policyPorts } = this.#listen;
     try {
-      const mesh = await this.#bind(host, meshPort, true);
+      const mesh = await this.#bind(this.#listen.meshHost ?? host, meshPort, true, undefined);
       const bound: number[] = [];
-      for (const p of appPorts) bound.push(await this.#bind(host, p, false));
+      for (const [i, p] of appPorts.entries()) bound.push(await this.#bind(host, p, false, policyPorts?.[i]));
       if (this.#state !== 'starting') throw new MeshError('ERR_INBOUND_STATE', 'inbound proxy closed while starting');
       this.#state = 'started';
       this.#bound = { meshPort: mesh, appPorts: bound };
-      this.#log.info({ host, meshPort: mesh, appPorts: bound, appHost: this.#appHost }, 'inbound proxy listening');
+      this.#log.info({ host, meshPort: mesh, appPorts: bound, policyPorts, appHost: this.#appHost }, 'inbound proxy listening');
       return this.#bound;
     } catch (e) {
       await this.close();
@@ -321,8 +333,8 @@ export class InboundProxy {
     await this.#closing;
   }
 
-  /** Listens on host:port; resolves with the bound port, which is also the policy port of its connections. */
-  #bind(host: string, port: number, direct: boolean): Promise<number> {
+  /** Listens on host:port; resolves with the bound port, which is the policy port of its connections unless `policyPort` is given. */
+  #bind(host: string, port: number, direct: boolean, policyPort: number | undefined): Promise<number> {
     // Half-open: a client's FIN must reach the application without closing the reply direction.
     // Paused: no byte may be read before detection takes over.
     const server = createServer({ allowHalfOpen: true, pauseOnConnect: true });
@@ -339,7 +351,8 @@ export class InboundProxy {
         }
         server.on('error', (err) => this.#log.error({ host, port, err: err.message }, 'inbound listener failed'));
         const bound = (server.address() as AddressInfo).port;
-        server.on('connection', (raw: Socket) => this.#accept(raw, bound, direct));
+        const connPort = policyPort ?? bound;
+        server.on('connection', (raw: Socket) => this.#accept(raw, connPort, direct));
         resolve(bound);
       });
     });

@@ -1,13 +1,18 @@
 /** Public surface of `proxy`: the sidecar behind `ward proxy`. */
 
+export * from './admin-server.js';
 export * from './client-hello.js';
 export * from './detect-http.js';
 export * from './identity-bootstrap.js';
 export * from './inbound-http.js';
 export * from './inbound-proxy.js';
 export * from './inbound-stats.js';
+export * from './metrics-identity.js';
+export * from './metrics-inbound.js';
 export * from './policy-watch.js';
 export * from './prefix-reader.js';
+export * from './proxy-main.js';
+export * from './proxy-tls.js';
 export * from './tls-context.js';
 export * from './tls-san.js';
 export * from './transport-header.js';

@@ -1,0 +1,122 @@
+/**
+ * `ward proxy` in-process: flag parsing (exit 2 with a precise message), and a proxy whose
+ * controller is unreachable — it listens, says so in its ready line, stays not ready, and shuts
+ * down cleanly (exit 0) when told to.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { initIdentity } from '../../identity/index.js';
+import { bufferIo } from '../io.js';
+import { main } from '../main.js';
+import { parseDialAddress, parseInboundFlag } from './proxy.js';
+
+let dir: string;
+let anchors: string;
+let token: string;
+
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'ward-proxy-cli-'));
+  const init = await initIdentity({ outDir: join(dir, 'id') });
+  assert.ok(init.ok);
+  anchors = join(dir, 'id', 'ca.crt');
+  token = join(dir, 'token');
+  writeFileSync(token, 'not-a-real-token\n');
+});
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+/** Flags that are valid on their own; the controller addresses refuse connections. */
+function base(): string[] {
+  return [
+    'proxy',
+    '--workload',
+    'demo/server-0',
+    '--trust-anchors',
+    anchors,
+    '--token-file',
+    token,
+    '--identity-addr',
+    '127.0.0.1:1',
+    '--policy-addr',
+    '127.0.0.1:1',
+    '--mesh-addr',
+    '127.0.0.1:0',
+    '--admin-addr',
+    '127.0.0.1:0',
+    '--log-level',
+    'silent',
+  ];
+}
+
+async function run(args: string[], signal?: AbortSignal) {
+  const io = bufferIo();
+  const status = await main(args, io, signal ?? AbortSignal.abort());
+  return { status, stderr: io.stderr };
+}
+
+describe('ward proxy flags', () => {
+  it('parses --inbound POD_PORT[@LISTEN_PORT]=APPHOST:APPPORT', () => {
+    assert.deepEqual(parseInboundFlag('8080=127.0.0.1:18080'), { podPort: 8080, listenPort: 8080, appHost: '127.0.0.1', appPort: 18080 });
+    assert.deepEqual(parseInboundFlag('8080@0=127.0.0.1:18080'), { podPort: 8080, listenPort: 0, appHost: '127.0.0.1', appPort: 18080 });
+    assert.deepEqual(parseInboundFlag('9000@19000=[::1]:29000'), { podPort: 9000, listenPort: 19000, appHost: '::1', appPort: 29000 });
+    assert.throws(() => parseInboundFlag('8080'), /is not POD_PORT\[@LISTEN_PORT\]=APPHOST:APPPORT/);
+    assert.throws(() => parseInboundFlag('0=127.0.0.1:1'), /pod port 0 is not in 1-65535/);
+    assert.throws(() => parseInboundFlag('4191=127.0.0.1:1'), /admin port/);
+    assert.throws(() => parseInboundFlag('80@70000=127.0.0.1:1'), /listen port 70000/);
+    assert.throws(() => parseInboundFlag('80=127.0.0.1:0'), /application port 0/);
+    assert.equal(parseDialAddress('[::1]:8090', '--policy-addr'), '[::1]:8090');
+    assert.throws(() => parseDialAddress('127.0.0.1:0', '--policy-addr'), /--policy-addr "127.0.0.1:0" is not HOST:PORT/);
+    assert.throws(() => parseDialAddress(':8090', '--policy-addr'), /is not HOST:PORT/);
+  });
+
+  it('exits 2 with a precise message for bad flags and unreadable files', async () => {
+    const cases: [string[], RegExp][] = [
+      [['--workload', 'demo'], /--workload "demo" is not NAMESPACE\/POD/],
+      [['--workload', 'Demo/x'], /namespace "Demo" is not a DNS-1123 label/],
+      [['--service-account', 'a_b'], /--service-account "a_b" is not a DNS-1123 label/],
+      [['--inbound', '8080=a:1', '--inbound', '8080=a:2'], /pod port 8080 is given twice/],
+      [['--inbound', '8080=127.0.0.1:1', '--inbound', '9000=127.0.0.2:1'], /every application must be on one host/],
+      [['--listen-host', 'localhost'], /--listen-host "localhost" is not an IP address/],
+      [['--mesh-addr', 'nope'], /--mesh-addr "nope" is not HOST:PORT/],
+      [['--log-level', 'loud'], /--log-level must be one of/],
+      [['--token-file', join(dir, 'missing')], /--token-file .*missing: cannot read/],
+      [['--trust-anchors', token], /--trust-anchors .*token: trust anchors:/],
+    ];
+    for (const [extra, message] of cases) {
+      const r = await run([...base(), ...extra]);
+      assert.equal(r.status, 2, `${extra.join(' ')}: ${r.stderr}`);
+      assert.match(r.stderr, message);
+    }
+    const missing = await run(['proxy', '--workload', 'demo/x']);
+    assert.equal(missing.status, 2);
+    assert.match(missing.stderr, /required option '--trust-anchors <file>' not specified/);
+  });
+
+  it('keeps retrying an unreachable controller: listens, prints its ready line, /ready 503, exits 0 on stop', async () => {
+    const stop = new AbortController();
+    const io = bufferIo();
+    const running = main([...base(), '--inbound', '8080@0=127.0.0.1:18080', '--listen-host', '127.0.0.1'], io, stop.signal);
+    const line = await new Promise<RegExpExecArray>((resolve, reject) => {
+      const deadline = Date.now() + 10_000;
+      const poll = () => {
+        const m =
+          /^ward proxy ready: identity default\.demo\.serviceaccount\.identity\.linkerd\.cluster\.local, mesh :(\d+), admin :(\d+), inbound 8080@(\d+)->127\.0\.0\.1:18080$/m.exec(
+            io.stderr,
+          );
+        if (m !== null) resolve(m);
+        else if (Date.now() > deadline) reject(new Error(`no ready line: ${io.stderr}`));
+        else setTimeout(poll, 10);
+      };
+      poll();
+    });
+    const admin = Number(line[2]);
+    assert.ok(Number(line[3]) > 0);
+    const ready = await fetch(`http://127.0.0.1:${admin}/ready`);
+    assert.equal(ready.status, 503);
+    assert.equal((await fetch(`http://127.0.0.1:${admin}/live`)).status, 200);
+    stop.abort();
+    assert.equal(await running, 0);
+  });
+});

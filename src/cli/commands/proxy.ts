@@ -1,0 +1,194 @@
+/**
+ * `ward proxy`: runs one pod's sidecar proxy (local mode, inbound side) in the foreground until
+ * SIGINT/SIGTERM. Logs are JSON lines on stderr (pino); one human line announces the bound ports.
+ *
+ * `--inbound POD_PORT[@LISTEN_PORT]=APPHOST:APPPORT` (repeatable) serves the pod's port POD_PORT:
+ * its policy is the controller's for (pod, POD_PORT), the proxy listens on LISTEN_PORT of
+ * `--listen-host` (default: POD_PORT itself; 0 = any free port, reported in the ready line) and
+ * forwards to the application at APPHOST:APPPORT. Mesh clients reach the port through the mesh
+ * port with a transport header naming POD_PORT. Every APPHOST must be the same (the pod's
+ * private address).
+ */
+import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
+import type { Command } from '@commander-js/extra-typings';
+import { isDns1123Label, isDnsName } from '../../identity/index.js';
+import { ADMIN_POLICY_PORT, type ProxyInboundPort, type RunningProxy, startProxy } from '../../proxy/index.js';
+import { createLogger, errorMessage, hasCode } from '../../shared/index.js';
+import { type CliIo, EXIT, UsageError } from '../io.js';
+import { palette } from '../output.js';
+import { parseListenAddress } from './controller.js';
+
+/** Flags of `ward proxy`. */
+export interface ProxyFlags {
+  readonly workload: string;
+  readonly serviceAccount: string;
+  readonly trustDomain?: string;
+  readonly controlPlaneNamespace?: string;
+  readonly trustAnchors: string;
+  readonly tokenFile: string;
+  readonly identityAddr: string;
+  readonly policyAddr: string;
+  readonly inbound: readonly string[];
+  readonly listenHost: string;
+  readonly meshAddr: string;
+  readonly adminAddr: string;
+  readonly logLevel?: string;
+}
+
+/** A parsed `--inbound` flag. */
+export interface InboundFlag extends ProxyInboundPort {
+  readonly appHost: string;
+}
+
+const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const INBOUND = /^(\d{1,5})(?:@(\d{1,5}))?=(?:\[([^\]]+)\]|([^:[\]@=]+)):(\d{1,5})$/;
+const INBOUND_SYNTAX = 'POD_PORT[@LISTEN_PORT]=APPHOST:APPPORT (e.g. 8080=127.0.0.1:18080, 8080@0=127.0.0.1:18080)';
+
+const collect = (value: string, previous: string[]) => [...previous, value];
+
+/** Parses `--inbound POD_PORT[@LISTEN_PORT]=APPHOST:APPPORT`; throws `UsageError`. */
+export function parseInboundFlag(text: string): InboundFlag {
+  const m = INBOUND.exec(text);
+  if (m === null) throw new UsageError(`--inbound "${text}" is not ${INBOUND_SYNTAX}`);
+  const podPort = Number(m[1]);
+  const listenPort = m[2] === undefined ? podPort : Number(m[2]);
+  const appHost = m[3] ?? (m[4] as string);
+  const appPort = Number(m[5]);
+  if (podPort < 1 || podPort > 65535) throw new UsageError(`--inbound "${text}": pod port ${podPort} is not in 1-65535`);
+  if (podPort === ADMIN_POLICY_PORT) throw new UsageError(`--inbound "${text}": pod port ${ADMIN_POLICY_PORT} is the proxy's admin port (see --admin-addr)`);
+  if (listenPort > 65535) throw new UsageError(`--inbound "${text}": listen port ${listenPort} is not in 0-65535`);
+  if (appPort < 1 || appPort > 65535) throw new UsageError(`--inbound "${text}": application port ${appPort} is not in 1-65535`);
+  return { podPort, listenPort, appHost, appPort };
+}
+
+/** Parses a `HOST:PORT` to dial (`[::1]:8090` for IPv6; port 1-65535); throws `UsageError`. */
+export function parseDialAddress(text: string, flag: string): string {
+  const m = /^(?:\[([^\]]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(text);
+  const port = m !== null ? Number(m[3]) : Number.NaN;
+  if (m === null || !(port >= 1 && port <= 65535)) throw new UsageError(`${flag} "${text}" is not HOST:PORT (e.g. 127.0.0.1:8090, [::1]:8090)`);
+  return text;
+}
+
+function parseWorkload(text: string): { namespace: string; pod: string } {
+  const parts = text.split('/');
+  const [namespace, pod] = parts;
+  if (parts.length !== 2 || namespace === undefined || pod === undefined) throw new UsageError(`--workload "${text}" is not NAMESPACE/POD`);
+  if (!isDns1123Label(namespace)) throw new UsageError(`--workload "${text}": namespace "${namespace}" is not a DNS-1123 label`);
+  if (pod.length > 253 || !DNS1123_SUBDOMAIN.test(pod)) throw new UsageError(`--workload "${text}": pod "${pod}" is not a DNS-1123 subdomain`);
+  return { namespace, pod };
+}
+
+function readFlagFile(path: string, flag: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (e) {
+    throw new UsageError(`${flag} ${path}: cannot read: ${errorMessage(e)}`);
+  }
+}
+
+/** Registers `ward proxy`. */
+export function registerProxyCommand(program: Command, io: CliIo, result: { status: number }, signals: AbortSignal | undefined): void {
+  program
+    .command('proxy')
+    .description("run a pod's sidecar proxy (local mode): mesh identity, inbound policy enforcement, admin port")
+    .requiredOption('--workload <ns/pod>', 'the pod this proxy serves, NAMESPACE/POD')
+    .option('--service-account <name>', "the pod's ServiceAccount (its mesh identity)", 'default')
+    .option('--trust-domain <domain>', 'identity trust domain (default cluster.local)')
+    .option('--control-plane-namespace <ns>', 'control-plane namespace used in identities (default linkerd)')
+    .requiredOption('--trust-anchors <file>', 'trust anchors (PEM), e.g. ca.crt from `ward identity init`')
+    .requiredOption('--token-file <file>', 'ServiceAccount token (from `ward identity token`), read again for every certificate request')
+    .requiredOption('--identity-addr <host:port>', "the controller's identity API")
+    .requiredOption('--policy-addr <host:port>', "the controller's inbound policy API")
+    .option('--inbound <spec>', `serve a pod port (repeatable): ${INBOUND_SYNTAX}`, collect, [] as string[])
+    .option('--listen-host <ip>', "the pod's address: where the inbound ports listen", '127.0.0.1')
+    .option('--mesh-addr <host:port>', 'the mesh port for transport-header connections', '127.0.0.1:4143')
+    .option('--admin-addr <host:port>', 'the admin server: /live, /ready, /metrics, /debug/policies', `127.0.0.1:${ADMIN_POLICY_PORT}`)
+    .option('--log-level <level>', `log level: ${LEVELS.join(', ')} (default info; WARD_LOG overrides)`)
+    .action(async (opts) => {
+      result.status = await runProxy(opts as unknown as ProxyFlags, io, signals);
+    });
+}
+
+/** Runs the proxy until `signals` aborts (or SIGINT/SIGTERM when undefined). Throws `UsageError` for bad flags. */
+export async function runProxy(flags: ProxyFlags, io: CliIo, signals: AbortSignal | undefined): Promise<number> {
+  const { namespace, pod } = parseWorkload(flags.workload);
+  if (!isDns1123Label(flags.serviceAccount)) throw new UsageError(`--service-account "${flags.serviceAccount}" is not a DNS-1123 label`);
+  const trustDomain = flags.trustDomain ?? 'cluster.local';
+  if (!isDnsName(trustDomain)) throw new UsageError(`--trust-domain "${trustDomain}" is not a DNS name`);
+  const controlPlaneNamespace = flags.controlPlaneNamespace ?? 'linkerd';
+  if (!isDns1123Label(controlPlaneNamespace)) throw new UsageError(`--control-plane-namespace "${controlPlaneNamespace}" is not a DNS-1123 label`);
+  if (flags.logLevel !== undefined && !(LEVELS as readonly string[]).includes(flags.logLevel))
+    throw new UsageError(`--log-level must be one of ${LEVELS.join(', ')}`);
+  const identityAddress = parseDialAddress(flags.identityAddr, '--identity-addr');
+  const policyAddress = parseDialAddress(flags.policyAddr, '--policy-addr');
+  const mesh = parseListenAddress(flags.meshAddr, '--mesh-addr');
+  const admin = parseListenAddress(flags.adminAddr, '--admin-addr');
+  if (isIP(flags.listenHost) === 0) throw new UsageError(`--listen-host "${flags.listenHost}" is not an IP address`);
+  const inbound = flags.inbound.map(parseInboundFlag);
+  const seen = new Set<number>();
+  for (const p of inbound) {
+    if (seen.has(p.podPort)) throw new UsageError(`--inbound: pod port ${p.podPort} is given twice`);
+    seen.add(p.podPort);
+  }
+  const appHosts = new Set(inbound.map((p) => p.appHost));
+  if (appHosts.size > 1) throw new UsageError(`--inbound: every application must be on one host (the pod's private address), got ${[...appHosts].join(', ')}`);
+  const trustAnchorsPem = readFlagFile(flags.trustAnchors, '--trust-anchors');
+  readFlagFile(flags.tokenFile, '--token-file');
+
+  const logger = createLogger({ name: 'proxy', level: (flags.logLevel as (typeof LEVELS)[number] | undefined) ?? 'info' });
+  let running: RunningProxy;
+  try {
+    running = await startProxy({
+      namespace,
+      pod,
+      serviceAccount: flags.serviceAccount,
+      trustDomain,
+      controlPlaneNamespace,
+      trustAnchorsPem,
+      tokenFile: flags.tokenFile,
+      identityAddress,
+      policyAddress,
+      listenHost: flags.listenHost,
+      appHost: inbound[0]?.appHost ?? flags.listenHost,
+      inbound,
+      mesh,
+      admin,
+      logger,
+    });
+  } catch (e) {
+    logger.flush();
+    const red = palette(io.color).red('error');
+    if (hasCode(e, 'ERR_IDENTITY_ANCHORS')) {
+      io.err(`${red}: --trust-anchors ${flags.trustAnchors}: ${(e as Error).message}\n`);
+      return EXIT.usage;
+    }
+    if (hasCode(e, 'ERR_INBOUND_LISTEN') || hasCode(e, 'ERR_ADMIN_LISTEN') || hasCode(e, 'ERR_INBOUND_TLS')) {
+      io.err(`${red}: ${(e as Error).message}\n`);
+      return EXIT.failed;
+    }
+    throw e;
+  }
+  const p = running.ports;
+  const served = p.inbound.map((i) => `${i.podPort}@${i.listenPort}->${i.appHost.includes(':') ? `[${i.appHost}]` : i.appHost}:${i.appPort}`).join(', ');
+  io.err(`ward proxy ready: identity ${running.identity}, mesh :${p.mesh}, admin :${p.admin}, inbound ${served === '' ? 'none' : served}\n`);
+  await new Promise<void>((resolve) => {
+    if (signals !== undefined) {
+      if (signals.aborted) resolve();
+      else signals.addEventListener('abort', () => resolve(), { once: true });
+      return;
+    }
+    const stop = () => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      resolve();
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  });
+  logger.info('shutting down');
+  await running.close();
+  logger.flush();
+  return EXIT.ok;
+}

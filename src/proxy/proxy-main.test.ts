@@ -1,0 +1,316 @@
+/**
+ * startProxy against an in-process controller (identity and inbound policy gRPC services over TLS
+ * on 127.0.0.1, backed by a CertificateAuthority and scripted policy cells) and a real application:
+ * readiness, enforcement on pod ports served on ephemeral local ports, the mesh port, policy
+ * updates, `/debug/policies` and `/metrics`. Clients connect from 127.0.0.2 so that the
+ * proxy-added `default:localhost` does not admit them.
+ */
+import assert from 'node:assert/strict';
+import { X509Certificate } from 'node:crypto';
+import { once } from 'node:events';
+import { writeFileSync } from 'node:fs';
+import { createServer as createHttpServer, type Server as HttpServer, request as httpRequest } from 'node:http';
+import { type AddressInfo, createServer as createTcpServer, connect as netConnect, type Socket, type Server as TcpServer } from 'node:net';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { type TLSSocket, connect as tlsConnect } from 'node:tls';
+import { type GrpcServerHandle, identityService, inboundPolicyService, serverToProtoJson, startGrpcServer, type WatchableCell } from '../api/index.js';
+import { type Authorization, deepEqual, defaultMeta, type InboundServer } from '../core/index.js';
+import type { WorkloadCertificate } from '../identity/index.js';
+import { createRegistry } from '../shared/index.js';
+import { mkTestMesh, TempDirs, type TestMesh, waitFor, within } from './identity-test-helpers.js';
+import { type RunningProxy, startProxy } from './proxy-main.js';
+import { MeshTlsContext, TRANSPORT_HEADER_ALPN } from './tls-context.js';
+import { encodeTransportHeader, type TransportHeader } from './transport-header.js';
+
+const HOST = '127.0.0.1';
+const FROM = '127.0.0.2';
+const WAIT_MS = 10_000;
+const CP = 'linkerd.serviceaccount.identity.linkerd.cluster.local';
+
+// === fixtures ===
+
+class FakeCell implements WatchableCell {
+  value: InboundServer;
+  readonly listeners = new Set<(v: InboundServer) => void>();
+  constructor(value: InboundServer) {
+    this.value = value;
+  }
+  subscribe(listener: (v: InboundServer) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+  publish(next: InboundServer): void {
+    if (deepEqual(next, this.value)) return;
+    this.value = next;
+    for (const l of this.listeners) l(next);
+  }
+}
+
+const cells = new Map<string, FakeCell>();
+const discovery = { lookup: (ns: string, pod: string, port: number) => cells.get(`${ns}/${pod}:${port}`) };
+function setPolicy(port: number, value: InboundServer): void {
+  const key = `emojivoto/web-0:${port}`;
+  const cell = cells.get(key);
+  if (cell === undefined) cells.set(key, new FakeCell(value));
+  else cell.publish(value);
+}
+
+const ALL: Authorization['networks'] = [{ net: { ip: '0.0.0.0', prefixLen: 0 }, except: [] }];
+const meshAuthz = (name: string, identities: string[]): Authorization => ({
+  meta: { group: 'policy.linkerd.io', kind: 'authorizationpolicy', name },
+  networks: ALL,
+  authentication: { kind: 'tlsAuthenticated', identities, suffixes: [] },
+});
+const defaultRoute = {
+  meta: defaultMeta('default'),
+  hosts: [],
+  authorizations: [],
+  rules: [{ matches: [{ path: { kind: 'prefix' as const, value: '/' }, headers: [], queryParams: [] }], filters: [] }],
+};
+const httpServer = (identities: string[]): InboundServer => ({
+  meta: { group: 'policy.linkerd.io', kind: 'server', name: 'web-http' },
+  protocol: { kind: 'http1', routes: [defaultRoute] },
+  authorizations: [meshAuthz('web-http-authz', identities)],
+});
+const tcpServer = (identities: string[]): InboundServer => ({
+  meta: { group: 'policy.linkerd.io', kind: 'server', name: 'web-tcp' },
+  protocol: { kind: 'opaque' },
+  authorizations: [meshAuthz('web-tcp-authz', identities)],
+});
+const adminPolicy: InboundServer = {
+  meta: defaultMeta('all-unauthenticated'),
+  protocol: { kind: 'detect', timeoutMs: 10_000, httpRoutes: [defaultRoute] },
+  authorizations: [{ meta: defaultMeta('all-unauthenticated'), networks: ALL, authentication: { kind: 'unauthenticated' } }],
+};
+
+// === clients ===
+
+interface Reply {
+  readonly status: number | 'closed';
+  readonly body: string;
+}
+
+function get(port: number, path: string, from = FROM): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: HOST, port, path, localAddress: from, agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => {
+        body += c;
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', (e: NodeJS.ErrnoException) => (e.code === 'ECONNRESET' ? resolve({ status: 'closed', body: '' }) : reject(e)));
+    req.setTimeout(WAIT_MS, () => req.destroy(new Error(`timeout on ${path}`)));
+    req.end();
+  });
+}
+
+/** A mesh TLS connection from 127.0.0.2 to the mesh port, with `header` written; undefined if the handshake fails. */
+async function meshConnect(port: number, cert: WorkloadCertificate, header: TransportHeader): Promise<TLSSocket | undefined> {
+  const tcp = netConnect({ host: HOST, port, localAddress: FROM });
+  tcp.on('error', () => {});
+  const ctx = new MeshTlsContext(cert, mesh.anchorsPem);
+  const s = tlsConnect({ ...ctx.clientOptions(PROXY_ID, [TRANSPORT_HEADER_ALPN]), socket: tcp });
+  s.on('error', () => {});
+  const ok = await within(
+    new Promise<boolean>((resolve) => {
+      s.once('secureConnect', () => resolve(true));
+      s.once('close', () => resolve(false));
+    }),
+    WAIT_MS,
+    'the mesh handshake',
+  );
+  if (!ok) return undefined;
+  s.write(encodeTransportHeader(header));
+  return s;
+}
+
+/** One HTTP/1.1 request on a stream; resolves with the status and body once the proxy closes it. */
+async function httpOver(s: Socket, path: string): Promise<Reply> {
+  const chunks: Buffer[] = [];
+  s.on('data', (c: Buffer) => chunks.push(c));
+  s.write(`GET ${path} HTTP/1.1\r\nHost: web\r\nConnection: close\r\n\r\n`);
+  await within(once(s, 'close'), WAIT_MS, 'the HTTP response');
+  const text = Buffer.concat(chunks).toString('utf8');
+  const m = /^HTTP\/1\.1 (\d{3})/.exec(text);
+  return { status: m === null ? 'closed' : Number(m[1]), body: text.slice(text.indexOf('\r\n\r\n') + 4) };
+}
+
+// === suite ===
+
+const dirs = new TempDirs();
+let mesh: TestMesh;
+let PROXY_ID: string;
+let CLIENT_ID: string;
+let clientCert: WorkloadCertificate;
+let otherCert: WorkloadCertificate;
+let grpc: GrpcServerHandle;
+let outage = true;
+let httpApp: HttpServer;
+let tcpApp: TcpServer;
+const seenClientIds: (string | undefined)[] = [];
+let tokenFile: string;
+let proxy: RunningProxy;
+
+before(async () => {
+  mesh = await mkTestMesh(dirs);
+  PROXY_ID = mesh.identityOf('emojivoto', 'web');
+  CLIENT_ID = mesh.identityOf('emojivoto', 'client');
+  [clientCert, otherCert] = await Promise.all([mesh.issue('emojivoto', 'client'), mesh.issue('emojivoto', 'other')]);
+  const creds = await mesh.ca.issueServerCertificate([`linkerd-identity.${CP}`, `linkerd-destination.${CP}`]);
+  grpc = await startGrpcServer({
+    host: HOST,
+    port: 0,
+    tls: { certPem: creds.certPem + creds.chainPem, keyPem: creds.keyPem },
+    services: [
+      identityService(async (req) => (outage ? { ok: false, code: 'UNAVAILABLE', message: 'issuer not loaded' } : mesh.ca.certify(req))),
+      inboundPolicyService(discovery),
+    ],
+  });
+  httpApp = createHttpServer((req, res) => {
+    seenClientIds.push(req.headers['l5d-client-id'] as string | undefined);
+    res.end(`hello ${req.url}`);
+  });
+  tcpApp = createTcpServer((s) => {
+    s.on('error', () => {});
+    s.pipe(s);
+  });
+  await Promise.all([once(httpApp.listen(0, HOST), 'listening'), once(tcpApp.listen(0, HOST), 'listening')]);
+  tokenFile = join(dirs.make(), 'token');
+  writeFileSync(tokenFile, `${new TextDecoder().decode(mesh.token('emojivoto', 'web'))}\n`);
+});
+
+after(async () => {
+  await proxy?.close();
+  await grpc?.close(0);
+  httpApp?.closeAllConnections();
+  await Promise.all([new Promise((r) => httpApp?.close(r)), new Promise((r) => tcpApp?.close(r))]);
+  dirs.cleanup();
+});
+
+describe('startProxy', () => {
+  it('listens at once and becomes ready only with a certificate and a policy for every port', async () => {
+    proxy = await startProxy({
+      namespace: 'emojivoto',
+      pod: 'web-0',
+      serviceAccount: 'web',
+      trustDomain: 'cluster.local',
+      controlPlaneNamespace: 'linkerd',
+      trustAnchorsPem: mesh.anchorsPem,
+      tokenFile,
+      identityAddress: `${HOST}:${grpc.port}`,
+      policyAddress: `${HOST}:${grpc.port}`,
+      listenHost: HOST,
+      appHost: HOST,
+      inbound: [
+        { podPort: 8080, listenPort: 0, appPort: (httpApp.address() as AddressInfo).port },
+        { podPort: 9000, listenPort: 0, appPort: (tcpApp.address() as AddressInfo).port },
+      ],
+      mesh: { host: HOST, port: 0 },
+      admin: { host: HOST, port: 0 },
+      registry: createRegistry(),
+      policyBackoff: { minMs: 10, maxMs: 100, jitter: 0 },
+      identityBackoff: { minMs: 20, maxMs: 100, jitter: 0 },
+    });
+    assert.equal(proxy.identity, PROXY_ID);
+    const [http, tcp] = proxy.ports.inbound;
+    assert.ok(http !== undefined && tcp !== undefined && http.listenPort > 0 && tcp.listenPort > 0);
+    assert.equal(http.podPort, 8080);
+
+    // Nothing from the controller yet: not ready, live, the admin fallback applies.
+    assert.equal(proxy.isReady(), false);
+    assert.equal((await get(proxy.ports.admin, '/ready')).status, 503);
+    assert.equal((await get(proxy.ports.admin, '/live')).status, 200);
+    assert.equal((await get(proxy.ports.admin, '/metrics')).status, 403);
+    const before = proxy.debugPolicies();
+    assert.equal(before.certificate, null);
+    assert.deepEqual(
+      before.ports.map((p) => [p.port, p.policy, p.fallback ?? false]),
+      [
+        [8080, null, false],
+        [9000, null, false],
+        [4191, null, true],
+      ],
+    );
+    // No certificate: mesh TLS is refused; no policy: the app port fails closed.
+    assert.equal(await meshConnect(proxy.ports.mesh, clientCert, { port: 9000 }), undefined);
+    assert.equal((await get(http.listenPort, '/')).status, 'closed');
+
+    outage = false;
+    await waitFor(() => proxy.debugPolicies().certificate !== null, 'the certificate', WAIT_MS);
+    assert.equal(proxy.isReady(), false, 'no policy yet');
+    setPolicy(8080, httpServer([CLIENT_ID]));
+    setPolicy(9000, tcpServer([CLIENT_ID]));
+    assert.equal(proxy.isReady(), false, 'no admin policy yet');
+    setPolicy(4191, adminPolicy);
+    await within(proxy.ready(), WAIT_MS, 'readiness');
+    assert.equal((await get(proxy.ports.admin, '/ready')).status, 200);
+    assert.equal((await get(proxy.ports.admin, '/metrics')).status, 200);
+  });
+
+  it("enforces each pod port's policy on its local listener and through the mesh port", async () => {
+    const [http] = proxy.ports.inbound;
+    assert.ok(http !== undefined);
+    // Plaintext: the port requires a mesh identity.
+    assert.equal((await get(http.listenPort, '/')).status, 403);
+
+    const ok = await meshConnect(proxy.ports.mesh, clientCert, { port: 8080, sessionProtocol: 'http1' });
+    assert.ok(ok !== undefined);
+    const reply = await httpOver(ok, '/x');
+    assert.deepEqual(reply, { status: 200, body: 'hello /x' });
+    assert.equal(seenClientIds.at(-1), CLIENT_ID);
+
+    const other = await meshConnect(proxy.ports.mesh, otherCert, { port: 8080, sessionProtocol: 'http1' });
+    assert.ok(other !== undefined);
+    assert.equal((await httpOver(other, '/x')).status, 403);
+
+    // Opaque: a stream; then the policy revokes the client and the connection is terminated.
+    const tcp = await meshConnect(proxy.ports.mesh, clientCert, { port: 9000 });
+    assert.ok(tcp !== undefined);
+    const echoed: Buffer[] = [];
+    tcp.on('data', (c: Buffer) => echoed.push(c));
+    tcp.write('ping');
+    await waitFor(() => Buffer.concat(echoed).toString() === 'ping', 'the echo', WAIT_MS);
+    const closed = once(tcp, 'close');
+    setPolicy(9000, tcpServer([]));
+    await within(closed, WAIT_MS, 'the termination');
+    const metrics = (await get(proxy.ports.admin, '/metrics')).body;
+    assert.match(metrics, /^inbound_tcp_authz_terminate_total\{[^}]*srv_name="web-tcp",srv_port="9000",tls="true",client_id="client\.emojivoto\.[^"]*"\} 1$/m);
+    assert.match(metrics, /^inbound_http_authz_deny_total\{[^}]*target_port="8080"[^}]*tls="no_identity"[^}]*\} 1$/m);
+    assert.match(metrics, /^inbound_http_authz_allow_total\{[^}]*srv_name="web-http"[^}]*client_id="client\.[^}]*authz_name="web-http-authz"\} 1$/m);
+    assert.match(metrics, /^identity_cert_expiration_timestamp_seconds \d+$/m);
+    assert.equal(proxy.inbound.stats().tcpAuthzTerminate, 1);
+  });
+
+  it('shows the enforced policies and the certificate in /debug/policies', async () => {
+    const res = await get(proxy.ports.admin, '/debug/policies');
+    assert.equal(res.status, 200);
+    const doc = JSON.parse(res.body) as ReturnType<RunningProxy['debugPolicies']>;
+    assert.equal(doc.identity, PROXY_ID);
+    assert.equal(doc.ready, true);
+    assert.equal(doc.certificate?.identity, PROXY_ID);
+    const cert = proxy.debugPolicies().certificate;
+    assert.ok(cert !== null && Date.parse(cert.notAfter) > Date.now());
+    const [http] = proxy.ports.inbound;
+    assert.deepEqual(doc.ports[0], {
+      port: 8080,
+      listen: `${HOST}:${http?.listenPort}`,
+      app: `${HOST}:${(httpApp.address() as AddressInfo).port}`,
+      policy: serverToProtoJson(httpServer([CLIENT_ID])),
+    });
+    assert.deepEqual(doc.ports[1]?.policy, serverToProtoJson(tcpServer([])));
+    assert.deepEqual(doc.ports[2]?.policy, serverToProtoJson(adminPolicy));
+    assert.match(cert.serial, /^[0-9A-F]+$/);
+    assert.equal(typeof new X509Certificate(clientCert.certPem).serialNumber, 'string');
+  });
+
+  it('closes everything, and ready() then rejects', async () => {
+    const admin = proxy.ports.admin;
+    await proxy.close();
+    await proxy.close();
+    await assert.rejects(proxy.ready(), (e: unknown) => (e as { code?: string }).code === 'ERR_PROXY_CLOSED');
+    await assert.rejects(get(admin, '/live'), (e: unknown) => (e as { code?: string }).code === 'ECONNREFUSED');
+  });
+});

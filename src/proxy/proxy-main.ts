@@ -1,0 +1,375 @@
+/**
+ * The sidecar behind `ward proxy` (local mode, inbound side): wires the proxy's identity, its
+ * policy watches, the inbound listeners and the admin server.
+ *
+ * - Identity (§7): `<sa>.<ns>.serviceaccount.identity.<cp-ns>.<td>`; a certificate from the
+ *   controller's identity service (TLS, server name `linkerd-identity.<cp-ns>…`), with the
+ *   ServiceAccount token read from its file for every request (projected tokens rotate); each
+ *   renewal rotates the mesh TLS context for later handshakes.
+ * - Policy (§5.1): one `WatchPort` stream per pod port and for the admin port 4191, to the
+ *   controller's policy address (TLS, server name `linkerd-destination.<cp-ns>…`); a broken stream
+ *   keeps the last policy and reconnects with backoff.
+ * - Inbound: a listener per pod port (on its own local port in local mode) forwarding to the
+ *   application, and the mesh port for transport-header connections (§4.2); ports without a policy
+ *   fail closed.
+ * - Admin (§4.1): `/live`, `/ready`, `/metrics`, `/debug/policies`, each request authorized by the
+ *   port-4191 policy (see admin-server).
+ *
+ * Everything listens at start, before the certificate and the policies arrive; `/ready` says when
+ * the proxy can serve: a certificate that has not expired and a policy for every watched port.
+ * A controller that is unreachable (at start or later) only delays readiness or updates: both
+ * clients retry with backoff and log warnings, and what was received stays in force.
+ */
+import { X509Certificate } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { InboundPolicyClient, serverToProtoJson } from '../api/index.js';
+import { serviceAccountIdentity } from '../core/index.js';
+import type { WorkloadCertificate } from '../identity/index.js';
+import { Backoff, type BackoffOptions, createRegistry, errorMessage, type Logger, MeshError, type Registry, silentLogger } from '../shared/index.js';
+import { ADMIN_POLICY_PORT, AdminServer } from './admin-server.js';
+import { type ProxyIdentity, startProxyIdentity } from './identity-bootstrap.js';
+import { InboundProxy } from './inbound-proxy.js';
+import { registerIdentityMetrics } from './metrics-identity.js';
+import { InboundMetrics } from './metrics-inbound.js';
+import { PolicyWatcher } from './policy-watch.js';
+import { RotatingMeshTls } from './proxy-tls.js';
+
+/** A host and port to listen on (port 0 = any free port). */
+export interface ProxyListenAddress {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** One inbound pod port served by the proxy. */
+export interface ProxyInboundPort {
+  /** The pod's port: its policy applies (`PortSpec.port`), and transport headers name it. 1-65535. */
+  readonly podPort: number;
+  /** Where the proxy listens for it on the listen host (0 = any free port). */
+  readonly listenPort: number;
+  /** The application's port on the application host. */
+  readonly appPort: number;
+}
+
+/** Options of {@link startProxy}. */
+export interface ProxyOptions {
+  readonly namespace: string;
+  readonly pod: string;
+  readonly serviceAccount: string;
+  readonly trustDomain: string;
+  readonly controlPlaneNamespace: string;
+  /** Trust anchors (PEM bundle): for the controller's certificates and the mesh. */
+  readonly trustAnchorsPem: string;
+  /** The ServiceAccount token file, read again for every certificate request. */
+  readonly tokenFile: string;
+  /** `host:port` of the controller's identity service. */
+  readonly identityAddress: string;
+  /** `host:port` of the controller's inbound policy service. */
+  readonly policyAddress: string;
+  /** The pod's address: where the inbound listeners bind. */
+  readonly listenHost: string;
+  /** Where the application listens (one host for every port: the pod's private address). */
+  readonly appHost: string;
+  readonly inbound: readonly ProxyInboundPort[];
+  /** The mesh port for transport-header connections (upstream 4143). */
+  readonly mesh: ProxyListenAddress;
+  /** The admin server (upstream 4191). */
+  readonly admin: ProxyListenAddress;
+  readonly logger?: Logger;
+  /** Where metrics are registered (default: a fresh registry with the process metrics). */
+  readonly registry?: Registry;
+  /** Delays between reconnects of a policy stream (default 100 ms doubling to 5 s). */
+  readonly policyBackoff?: BackoffOptions;
+  /** Delays between failed certificate requests (default 500 ms doubling to 10 s). */
+  readonly identityBackoff?: BackoffOptions;
+  /** Bounds of the certificate renewal delay (defaults 10 s, 24 h). */
+  readonly minRefreshMs?: number;
+  readonly maxRefreshMs?: number;
+}
+
+/** One served pod port, as bound. */
+export interface ProxyBoundInbound {
+  readonly podPort: number;
+  /** The port actually bound on the listen host. */
+  readonly listenPort: number;
+  readonly appHost: string;
+  readonly appPort: number;
+}
+
+/** The ports a started proxy listens on. */
+export interface ProxyBoundPorts {
+  readonly mesh: number;
+  readonly admin: number;
+  /** In the order given. */
+  readonly inbound: readonly ProxyBoundInbound[];
+}
+
+/** The certificate in use, as `/debug/policies` shows it. */
+export interface ProxyCertificateInfo {
+  readonly identity: string;
+  /** ISO 8601. */
+  readonly notAfter: string;
+  /** Hex, as openssl prints it. */
+  readonly serial: string;
+}
+
+/** A running proxy. */
+export interface RunningProxy {
+  /** This proxy's mesh identity. */
+  readonly identity: string;
+  readonly ports: ProxyBoundPorts;
+  readonly inbound: InboundProxy;
+  readonly registry: Registry;
+  /** True when a valid certificate and a policy for every watched port are present (`/ready`). */
+  isReady(): boolean;
+  /** Resolves once ready (rejects with `ERR_PROXY_CLOSED` if closed first). Callers bound the wait. */
+  ready(): Promise<void>;
+  /** The `/debug/policies` document. */
+  debugPolicies(): ProxyDebugPolicies;
+  /** Closes the listeners and every connection, stops the watches and renewals. Idempotent. */
+  close(): Promise<void>;
+}
+
+/** One port in `/debug/policies`. */
+export interface ProxyDebugPort {
+  readonly port: number;
+  /** `host:port` the proxy listens on for it. */
+  readonly listen: string;
+  /** `host:port` of the application, null for the admin port. */
+  readonly app: string | null;
+  /** The policy enforced now, as the `io.linkerd.proxy.inbound.Server` proto3 JSON; null before the first one. */
+  readonly policy: unknown;
+  /** Set when the policy is unusable and the port fails closed. */
+  readonly invalid?: string;
+  /** True for the admin port while the proxy's fallback applies (no answer from the controller yet). */
+  readonly fallback?: boolean;
+}
+
+/** The `/debug/policies` document. */
+export interface ProxyDebugPolicies {
+  readonly workload: { readonly namespace: string; readonly pod: string };
+  readonly identity: string;
+  readonly ready: boolean;
+  readonly certificate: ProxyCertificateInfo | null;
+  readonly ports: readonly ProxyDebugPort[];
+}
+
+const DEFAULT_POLICY_BACKOFF: BackoffOptions = { minMs: 100, maxMs: 5_000 };
+const DEFAULT_IDENTITY_BACKOFF: BackoffOptions = { minMs: 500, maxMs: 10_000 };
+
+/** Serial numbers by certificate object (parsed once per certificate). */
+const serials = new WeakMap<WorkloadCertificate, string>();
+
+function certificateInfo(cert: WorkloadCertificate): ProxyCertificateInfo {
+  let serial = serials.get(cert);
+  if (serial === undefined) {
+    serial = new X509Certificate(cert.certPem).serialNumber;
+    serials.set(cert, serial);
+  }
+  return { identity: cert.identity, notAfter: new Date(cert.notAfterMs).toISOString(), serial };
+}
+
+function hostPort(host: string, port: number): string {
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+/** Throws RangeError for inbound ports that cannot work. */
+function checkInbound(inbound: readonly ProxyInboundPort[]): void {
+  const seen = new Set<number>();
+  for (const p of inbound) {
+    if (!Number.isInteger(p.podPort) || p.podPort < 1 || p.podPort > 65_535) throw new RangeError(`bad pod port ${p.podPort}`);
+    if (p.podPort === ADMIN_POLICY_PORT) throw new RangeError(`pod port ${ADMIN_POLICY_PORT} is the admin port`);
+    if (seen.has(p.podPort)) throw new RangeError(`pod port ${p.podPort} given twice`);
+    seen.add(p.podPort);
+    if (!Number.isInteger(p.appPort) || p.appPort < 1 || p.appPort > 65_535) throw new RangeError(`bad application port ${p.appPort}`);
+  }
+}
+
+/**
+ * Starts the proxy: begins obtaining the certificate and watching the policies, and binds the
+ * inbound listeners, the mesh port and the admin server. Resolves once everything listens (not
+ * once ready; see {@link RunningProxy.ready}). Rejects with `MeshError` `ERR_IDENTITY_ANCHORS`
+ * for trust anchors that do not parse, `ERR_INBOUND_LISTEN` / `ERR_ADMIN_LISTEN` when a port
+ * cannot be bound (nothing is left running then); throws RangeError for bad ports.
+ */
+export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
+  checkInbound(opts.inbound);
+  const log = opts.logger ?? silentLogger();
+  const registry = opts.registry ?? createRegistry({ processMetrics: true });
+  const domain = { controlPlaneNamespace: opts.controlPlaneNamespace, trustDomain: opts.trustDomain };
+  const identityName = serviceAccountIdentity(domain, opts.namespace, opts.serviceAccount);
+  const cp = opts.controlPlaneNamespace;
+  const tls = new RotatingMeshTls(opts.trustAnchorsPem);
+  const readyWaiters = new Set<{ resolve: () => void; reject: (e: unknown) => void }>();
+  let closed = false;
+  let wasReady = false;
+
+  const tokenFile = opts.tokenFile;
+  const identity: ProxyIdentity = startProxyIdentity({
+    identity: identityName,
+    identityAddress: opts.identityAddress,
+    identityServerName: serviceAccountIdentity(domain, cp, 'linkerd-identity'),
+    trustAnchorsPem: opts.trustAnchorsPem,
+    // Projected tokens rotate, so the file is read for every request; a trailing newline is not part of it.
+    tokenSource: async () => new TextEncoder().encode((await readFile(tokenFile, 'utf8')).trim()),
+    logger: log,
+    backoff: new Backoff(opts.identityBackoff ?? DEFAULT_IDENTITY_BACKOFF),
+    ...(opts.minRefreshMs !== undefined ? { minRefreshMs: opts.minRefreshMs } : {}),
+    ...(opts.maxRefreshMs !== undefined ? { maxRefreshMs: opts.maxRefreshMs } : {}),
+  });
+  const identityMetrics = registerIdentityMetrics(registry, () => tls.certificate);
+
+  const policyClient = new InboundPolicyClient({
+    address: opts.policyAddress,
+    tls: { caPem: opts.trustAnchorsPem, serverName: serviceAccountIdentity(domain, cp, 'linkerd-destination') },
+  });
+  const podPorts = opts.inbound.map((p) => p.podPort);
+  const isReady = (): boolean => {
+    const cert = tls.certificate;
+    return cert !== undefined && cert.notAfterMs > Date.now() && watcher.isReady();
+  };
+  const checkReady = (): void => {
+    if (closed || !isReady()) return;
+    if (!wasReady) {
+      wasReady = true;
+      log.info({ identity: identityName, ports: watcher.ports }, 'proxy ready');
+    }
+    for (const w of readyWaiters) w.resolve();
+    readyWaiters.clear();
+  };
+  const watcher = new PolicyWatcher({
+    client: policyClient,
+    workload: JSON.stringify({ ns: opts.namespace, pod: opts.pod }),
+    ports: [...podPorts, ADMIN_POLICY_PORT],
+    backoff: opts.policyBackoff ?? DEFAULT_POLICY_BACKOFF,
+    logger: log,
+    onUpdate: (port, next) => {
+      const m = next.server.meta;
+      log.info({ port, server: `${m.kind}:${m.name}`, authorizations: next.server.authorizations.length, invalid: next.invalid }, 'inbound policy in force');
+      checkReady();
+    },
+  });
+
+  identity.onRotated((cert) => {
+    try {
+      tls.use(cert);
+    } catch (e) {
+      log.error({ identity: identityName, err: errorMessage(e) }, 'certificate does not load; keeping the previous one');
+      return;
+    }
+    identityMetrics.onRotated(cert);
+    checkReady();
+  });
+
+  const metrics = new InboundMetrics({ registry, targetIp: opts.listenHost });
+  const appPorts = new Map(opts.inbound.map((p) => [p.podPort, p.appPort]));
+  const inbound = new InboundProxy({
+    identity: identityName,
+    tls,
+    policies: watcher,
+    appHost: opts.appHost,
+    // The mesh port may name any watched port; one without an application mapping has no policy either.
+    appPortOf: (port) => appPorts.get(port) ?? port,
+    listen: {
+      host: opts.listenHost,
+      meshHost: opts.mesh.host,
+      meshPort: opts.mesh.port,
+      appPorts: opts.inbound.map((p) => p.listenPort),
+      policyPorts: podPorts,
+    },
+    logger: log,
+    metrics: metrics.hooks,
+  });
+
+  let bound: ProxyBoundPorts | undefined;
+  const debugPolicies = (): ProxyDebugPolicies => {
+    const cert = tls.certificate;
+    const ports: ProxyDebugPort[] = opts.inbound.map((p, i) => {
+      const current = watcher.current(p.podPort);
+      const listenPort = bound?.inbound[i]?.listenPort ?? p.listenPort;
+      return {
+        port: p.podPort,
+        listen: hostPort(opts.listenHost, listenPort),
+        app: hostPort(opts.appHost, p.appPort),
+        policy: current === undefined ? null : serverToProtoJson(current.server),
+        ...(current?.invalid !== undefined ? { invalid: current.invalid } : {}),
+      };
+    });
+    const admin = watcher.current(ADMIN_POLICY_PORT);
+    ports.push({
+      port: ADMIN_POLICY_PORT,
+      listen: hostPort(opts.admin.host, bound?.admin ?? opts.admin.port),
+      app: null,
+      policy: admin === undefined ? null : serverToProtoJson(admin.server),
+      ...(admin?.invalid !== undefined ? { invalid: admin.invalid } : {}),
+      ...(admin === undefined ? { fallback: true } : {}),
+    });
+    return {
+      workload: { namespace: opts.namespace, pod: opts.pod },
+      identity: identityName,
+      ready: isReady(),
+      certificate: cert === undefined ? null : certificateInfo(cert),
+      ports,
+    };
+  };
+
+  const admin = new AdminServer({
+    host: opts.admin.host,
+    port: opts.admin.port,
+    policies: watcher,
+    isReady,
+    registry,
+    debugPolicies,
+    metrics: metrics.hooks,
+    logger: log,
+  });
+
+  const close = async (): Promise<void> => {
+    if (closed) return;
+    closed = true;
+    const err = new MeshError('ERR_PROXY_CLOSED', 'the proxy was closed');
+    for (const w of readyWaiters) w.reject(err);
+    readyWaiters.clear();
+    watcher.stop();
+    identity.stop();
+    await Promise.all([admin.close(), inbound.close()]);
+    policyClient.close();
+  };
+
+  try {
+    const inboundPorts = await inbound.start();
+    const adminPort = await admin.start();
+    bound = {
+      mesh: inboundPorts.meshPort,
+      admin: adminPort,
+      inbound: opts.inbound.map((p, i) => ({
+        podPort: p.podPort,
+        listenPort: inboundPorts.appPorts[i] ?? p.listenPort,
+        appHost: opts.appHost,
+        appPort: p.appPort,
+      })),
+    };
+  } catch (e) {
+    await close();
+    throw e;
+  }
+  const ports = bound;
+  // A certificate or the policies may have arrived while the listeners were bound.
+  checkReady();
+
+  return {
+    identity: identityName,
+    ports,
+    inbound,
+    registry,
+    isReady,
+    ready: () => {
+      if (closed) return Promise.reject(new MeshError('ERR_PROXY_CLOSED', 'the proxy was closed'));
+      if (isReady()) return Promise.resolve();
+      return new Promise<void>((resolve, reject) => {
+        readyWaiters.add({ resolve, reject });
+      });
+    },
+    debugPolicies,
+    close,
+  };
+}
