@@ -14,6 +14,9 @@
  *   fail closed.
  * - Admin (§4.1): `/live`, `/ready`, `/metrics`, `/debug/policies`, each request authorized by the
  *   port-4191 policy (see admin-server).
+ * - Outbound (optional): the HTTP forward proxy for the application (outbound-proxy), resolving
+ *   services through the controller's Destination API (TLS, server name `linkerd-destination.<cp-ns>…`)
+ *   and originating mesh TLS with this proxy's certificate, from the pod's address.
  *
  * Everything listens at start, before the certificate and the policies arrive; `/ready` says when
  * the proxy can serve: a certificate that has not expired and a policy for every watched port.
@@ -22,7 +25,7 @@
  */
 import { X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { InboundPolicyClient, serverToProtoJson } from '../api/index.js';
+import { DestinationClient, InboundPolicyClient, serverToProtoJson } from '../api/index.js';
 import { serviceAccountIdentity } from '../core/index.js';
 import type { WorkloadCertificate } from '../identity/index.js';
 import { Backoff, type BackoffOptions, createRegistry, errorMessage, type Logger, MeshError, type Registry, silentLogger } from '../shared/index.js';
@@ -31,6 +34,9 @@ import { type ProxyIdentity, startProxyIdentity } from './identity-bootstrap.js'
 import { InboundProxy } from './inbound-proxy.js';
 import { registerIdentityMetrics } from './metrics-identity.js';
 import { InboundMetrics } from './metrics-inbound.js';
+import { DEFAULT_MESH_PORT, OutboundConnector } from './outbound-connector.js';
+import { OutboundProxy } from './outbound-proxy.js';
+import { DestinationCache } from './outbound-resolver.js';
 import { PolicyWatcher } from './policy-watch.js';
 import { RotatingMeshTls } from './proxy-tls.js';
 
@@ -48,6 +54,22 @@ export interface ProxyInboundPort {
   readonly listenPort: number;
   /** The application's port on the application host. */
   readonly appPort: number;
+}
+
+/** The outbound forward proxy of {@link startProxy}. */
+export interface ProxyOutboundOptions {
+  /** Where the application reaches it (upstream `127.0.0.1:4140`; port 0 = any free port). */
+  readonly listen: ProxyListenAddress;
+  /** `host:port` of the controller's Destination service. */
+  readonly destinationAddress: string;
+  /** The cluster domain of service names (default `cluster.local`). */
+  readonly clusterDomain?: string;
+  /**
+   * The mesh port of the proxy at a pod address, for pods whose proxy does not listen on 4143
+   * (local mode with several proxies on one address; tests). Others: the endpoint's opaque
+   * transport port, else 4143.
+   */
+  readonly meshPorts?: ReadonlyMap<string, number>;
 }
 
 /** Options of {@link startProxy}. */
@@ -74,6 +96,8 @@ export interface ProxyOptions {
   readonly mesh: ProxyListenAddress;
   /** The admin server (upstream 4191). */
   readonly admin: ProxyListenAddress;
+  /** The outbound forward proxy; none when undefined. */
+  readonly outbound?: ProxyOutboundOptions;
   readonly logger?: Logger;
   /** Where metrics are registered (default: a fresh registry with the process metrics). */
   readonly registry?: Registry;
@@ -101,6 +125,8 @@ export interface ProxyBoundPorts {
   readonly admin: number;
   /** In the order given. */
   readonly inbound: readonly ProxyBoundInbound[];
+  /** The outbound forward proxy's port, when it runs. */
+  readonly outbound?: number;
 }
 
 /** The certificate in use, as `/debug/policies` shows it. */
@@ -118,6 +144,8 @@ export interface RunningProxy {
   readonly identity: string;
   readonly ports: ProxyBoundPorts;
   readonly inbound: InboundProxy;
+  /** The outbound forward proxy, when it runs. */
+  readonly outbound: OutboundProxy | undefined;
   readonly registry: Registry;
   /** True when a valid certificate and a policy for every watched port are present (`/ready`). */
   isReady(): boolean;
@@ -323,6 +351,8 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
     logger: log,
   });
 
+  const outbound = opts.outbound === undefined ? undefined : makeOutbound(opts.outbound, opts, tls, log);
+
   const close = async (): Promise<void> => {
     if (closed) return;
     closed = true;
@@ -331,16 +361,18 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
     readyWaiters.clear();
     watcher.stop();
     identity.stop();
-    await Promise.all([admin.close(), inbound.close()]);
+    await Promise.all([admin.close(), inbound.close(), outbound?.close()]);
     policyClient.close();
   };
 
   try {
     const inboundPorts = await inbound.start();
     const adminPort = await admin.start();
+    const outboundPort = await outbound?.proxy.start();
     bound = {
       mesh: inboundPorts.meshPort,
       admin: adminPort,
+      ...(outboundPort === undefined ? {} : { outbound: outboundPort }),
       inbound: opts.inbound.map((p, i) => ({
         podPort: p.podPort,
         listenPort: inboundPorts.appPorts[i] ?? p.listenPort,
@@ -360,6 +392,7 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
     identity: identityName,
     ports,
     inbound,
+    outbound: outbound?.proxy,
     registry,
     isReady,
     ready: () => {
@@ -371,5 +404,43 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
     },
     debugPolicies,
     close,
+  };
+}
+
+/** The outbound proxy with its resolver and connector; `close` stops all three. */
+function makeOutbound(
+  o: ProxyOutboundOptions,
+  opts: ProxyOptions,
+  tls: RotatingMeshTls,
+  log: Logger,
+): { readonly proxy: OutboundProxy; close(): Promise<void> } {
+  const domain = { controlPlaneNamespace: opts.controlPlaneNamespace, trustDomain: opts.trustDomain };
+  const client = new DestinationClient({
+    address: o.destinationAddress,
+    tls: { caPem: opts.trustAnchorsPem, serverName: serviceAccountIdentity(domain, opts.controlPlaneNamespace, 'linkerd-destination') },
+  });
+  const cache = new DestinationCache({
+    source: client,
+    namespace: opts.namespace,
+    ...(o.clusterDomain !== undefined ? { clusterDomain: o.clusterDomain } : {}),
+    logger: log,
+  });
+  const meshPorts = o.meshPorts;
+  const connector = new OutboundConnector({
+    tls,
+    // Connections leave from the pod's address: the far side authorizes by it.
+    localAddress: opts.listenHost,
+    ...(meshPorts !== undefined && meshPorts.size > 0 ? { meshPortOf: (e) => meshPorts.get(e.ip) ?? e.opaqueTransportPort ?? DEFAULT_MESH_PORT } : {}),
+    logger: log,
+  });
+  const proxy = new OutboundProxy({ listen: o.listen, resolver: cache, connector, logger: log });
+  return {
+    proxy,
+    close: async () => {
+      await proxy.close();
+      connector.close();
+      cache.close();
+      client.close();
+    },
   };
 }

@@ -8,12 +8,18 @@
  * forwards to the application at APPHOST:APPPORT. Mesh clients reach the port through the mesh
  * port with a transport header naming POD_PORT. Every APPHOST must be the same (the pod's
  * private address).
+ *
+ * The outbound side runs when `--destination-addr` names the controller's Destination API: an
+ * HTTP forward proxy on `--outbound-addr` (default 127.0.0.1:4140; `off` disables it) for the
+ * application's `HTTP_PROXY` / `grpc_proxy`. Its connections leave from `--listen-host`. The
+ * hidden `--mesh-port-override IP=PORT` (repeatable) tells it the mesh port of the proxy at a pod
+ * address that is not on 4143 (several proxies on one loopback address, as in tests).
  */
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
-import type { Command } from '@commander-js/extra-typings';
+import { type Command, Option } from '@commander-js/extra-typings';
 import { isDns1123Label, isDnsName } from '../../identity/index.js';
-import { ADMIN_POLICY_PORT, type ProxyInboundPort, type RunningProxy, startProxy } from '../../proxy/index.js';
+import { ADMIN_POLICY_PORT, type ProxyInboundPort, type ProxyOutboundOptions, type RunningProxy, startProxy } from '../../proxy/index.js';
 import { createLogger, errorMessage, hasCode } from '../../shared/index.js';
 import { type CliIo, EXIT, UsageError } from '../io.js';
 import { palette } from '../output.js';
@@ -33,6 +39,11 @@ export interface ProxyFlags {
   readonly listenHost: string;
   readonly meshAddr: string;
   readonly adminAddr: string;
+  /** `HOST:PORT` or `off`; default 127.0.0.1:4140 when `destinationAddr` is given. */
+  readonly outboundAddr?: string;
+  readonly destinationAddr?: string;
+  readonly clusterDomain?: string;
+  readonly meshPortOverride?: readonly string[];
   readonly logLevel?: string;
 }
 
@@ -47,6 +58,8 @@ const INBOUND = /^(\d{1,5})(?:@(\d{1,5}))?=(?:\[([^\]]+)\]|([^:[\]@=]+)):(\d{1,5
 const INBOUND_SYNTAX = 'POD_PORT[@LISTEN_PORT]=APPHOST:APPPORT (e.g. 8080=127.0.0.1:18080, 8080@0=127.0.0.1:18080)';
 
 const collect = (value: string, previous: string[]) => [...previous, value];
+/** The upstream outbound port. */
+const OUTBOUND_PORT = 4140;
 
 /** Parses `--inbound POD_PORT[@LISTEN_PORT]=APPHOST:APPPORT`; throws `UsageError`. */
 export function parseInboundFlag(text: string): InboundFlag {
@@ -61,6 +74,35 @@ export function parseInboundFlag(text: string): InboundFlag {
   if (listenPort > 65535) throw new UsageError(`--inbound "${text}": listen port ${listenPort} is not in 0-65535`);
   if (appPort < 1 || appPort > 65535) throw new UsageError(`--inbound "${text}": application port ${appPort} is not in 1-65535`);
   return { podPort, listenPort, appHost, appPort };
+}
+
+/** Parses `--mesh-port-override IP=PORT`; throws `UsageError`. */
+export function parseMeshPortOverride(text: string): [string, number] {
+  const eq = text.lastIndexOf('=');
+  const ip = text.slice(0, eq);
+  const port = /^\d{1,5}$/.test(text.slice(eq + 1)) ? Number(text.slice(eq + 1)) : Number.NaN;
+  if (eq === -1 || isIP(ip) === 0 || !(port >= 1 && port <= 65535))
+    throw new UsageError(`--mesh-port-override "${text}" is not IP=PORT (e.g. 127.0.0.5=14143)`);
+  return [ip, port];
+}
+
+/** The outbound settings of the flags: undefined when the outbound proxy is off; throws `UsageError`. */
+export function parseOutboundFlags(
+  flags: Pick<ProxyFlags, 'outboundAddr' | 'destinationAddr' | 'clusterDomain' | 'meshPortOverride'>,
+): ProxyOutboundOptions | undefined {
+  const meshPorts = new Map((flags.meshPortOverride ?? []).map(parseMeshPortOverride));
+  if (flags.clusterDomain !== undefined && !isDnsName(flags.clusterDomain)) throw new UsageError(`--cluster-domain "${flags.clusterDomain}" is not a DNS name`);
+  if (flags.outboundAddr === 'off') return undefined;
+  if (flags.destinationAddr === undefined) {
+    if (flags.outboundAddr !== undefined) throw new UsageError("--outbound-addr needs --destination-addr (the controller's Destination API)");
+    return undefined;
+  }
+  return {
+    listen: parseListenAddress(flags.outboundAddr ?? `127.0.0.1:${OUTBOUND_PORT}`, '--outbound-addr'),
+    destinationAddress: parseDialAddress(flags.destinationAddr, '--destination-addr'),
+    ...(flags.clusterDomain !== undefined ? { clusterDomain: flags.clusterDomain } : {}),
+    ...(meshPorts.size > 0 ? { meshPorts } : {}),
+  };
 }
 
 /** Parses a `HOST:PORT` to dial (`[::1]:8090` for IPv6; port 1-65535); throws `UsageError`. */
@@ -92,7 +134,7 @@ function readFlagFile(path: string, flag: string): string {
 export function registerProxyCommand(program: Command, io: CliIo, result: { status: number }, signals: AbortSignal | undefined): void {
   program
     .command('proxy')
-    .description("run a pod's sidecar proxy (local mode): mesh identity, inbound policy enforcement, admin port")
+    .description("run a pod's sidecar proxy (local mode): mesh identity, inbound policy enforcement, outbound forward proxy, admin port")
     .requiredOption('--workload <ns/pod>', 'the pod this proxy serves, NAMESPACE/POD')
     .option('--service-account <name>', "the pod's ServiceAccount (its mesh identity)", 'default')
     .option('--trust-domain <domain>', 'identity trust domain (default cluster.local)')
@@ -105,6 +147,18 @@ export function registerProxyCommand(program: Command, io: CliIo, result: { stat
     .option('--listen-host <ip>', "the pod's address: where the inbound ports listen", '127.0.0.1')
     .option('--mesh-addr <host:port>', 'the mesh port for transport-header connections', '127.0.0.1:4143')
     .option('--admin-addr <host:port>', 'the admin server: /live, /ready, /metrics, /debug/policies', `127.0.0.1:${ADMIN_POLICY_PORT}`)
+    .option('--destination-addr <host:port>', "the controller's Destination API; turns the outbound proxy on")
+    .option(
+      '--outbound-addr <host:port|off>',
+      `the outbound HTTP forward proxy for the application (default 127.0.0.1:${OUTBOUND_PORT} with --destination-addr)`,
+    )
+    .option('--cluster-domain <domain>', 'cluster domain of service names (default cluster.local)')
+    .addOption(
+      new Option('--mesh-port-override <ip=port>', 'mesh port of the proxy at a pod address (repeatable; testing)')
+        .argParser(collect)
+        .default([] as string[])
+        .hideHelp(),
+    )
     .option('--log-level <level>', `log level: ${LEVELS.join(', ')} (default info; WARD_LOG overrides)`)
     .action(async (opts) => {
       result.status = await runProxy(opts as unknown as ProxyFlags, io, signals);
@@ -127,6 +181,7 @@ export async function runProxy(flags: ProxyFlags, io: CliIo, signals: AbortSigna
   const admin = parseListenAddress(flags.adminAddr, '--admin-addr');
   if (isIP(flags.listenHost) === 0) throw new UsageError(`--listen-host "${flags.listenHost}" is not an IP address`);
   const inbound = flags.inbound.map(parseInboundFlag);
+  const outbound = parseOutboundFlags(flags);
   const seen = new Set<number>();
   for (const p of inbound) {
     if (seen.has(p.podPort)) throw new UsageError(`--inbound: pod port ${p.podPort} is given twice`);
@@ -155,6 +210,7 @@ export async function runProxy(flags: ProxyFlags, io: CliIo, signals: AbortSigna
       inbound,
       mesh,
       admin,
+      ...(outbound !== undefined ? { outbound } : {}),
       logger,
     });
   } catch (e) {
@@ -164,7 +220,7 @@ export async function runProxy(flags: ProxyFlags, io: CliIo, signals: AbortSigna
       io.err(`${red}: --trust-anchors ${flags.trustAnchors}: ${(e as Error).message}\n`);
       return EXIT.usage;
     }
-    if (hasCode(e, 'ERR_INBOUND_LISTEN') || hasCode(e, 'ERR_ADMIN_LISTEN') || hasCode(e, 'ERR_INBOUND_TLS')) {
+    if (hasCode(e, 'ERR_INBOUND_LISTEN') || hasCode(e, 'ERR_ADMIN_LISTEN') || hasCode(e, 'ERR_INBOUND_TLS') || hasCode(e, 'ERR_OUTBOUND_LISTEN')) {
       io.err(`${red}: ${(e as Error).message}\n`);
       return EXIT.failed;
     }
@@ -172,7 +228,8 @@ export async function runProxy(flags: ProxyFlags, io: CliIo, signals: AbortSigna
   }
   const p = running.ports;
   const served = p.inbound.map((i) => `${i.podPort}@${i.listenPort}->${i.appHost.includes(':') ? `[${i.appHost}]` : i.appHost}:${i.appPort}`).join(', ');
-  io.err(`ward proxy ready: identity ${running.identity}, mesh :${p.mesh}, admin :${p.admin}, inbound ${served === '' ? 'none' : served}\n`);
+  const outboundNote = p.outbound === undefined ? '' : `, outbound :${p.outbound}`;
+  io.err(`ward proxy ready: identity ${running.identity}, mesh :${p.mesh}, admin :${p.admin}, inbound ${served === '' ? 'none' : served}${outboundNote}\n`);
   await new Promise<void>((resolve) => {
     if (signals !== undefined) {
       if (signals.aborted) resolve();

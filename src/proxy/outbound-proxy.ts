@@ -1,0 +1,780 @@
+/**
+ * The outbound side of the proxy in local mode (ARCHITECTURE "Deployment modes"): an explicit
+ * HTTP forward proxy on `127.0.0.1:4140`, so any client honouring `HTTP_PROXY` / `grpc_proxy`
+ * is meshed.
+ *
+ * - Absolute-form HTTP/1 (`GET http://web-svc.emojivoto:80/path HTTP/1.1`): the authority is
+ *   resolved through the {@link DestinationCache}, an endpoint is picked by P2C over the requests
+ *   in flight, and the request is forwarded on the endpoint's keep-alive pool (meshed: mesh TLS
+ *   plus a transport header with session protocol `http1`; `opaque` when the endpoint's port is
+ *   opaque). Hop-by-hop, `proxy-*` and client-sent `l5d-*` headers are dropped; bodies stream
+ *   both ways; the endpoint's status, headers and trailers are relayed.
+ * - `CONNECT host:port`: resolved the same way, an endpoint picked by P2C over open connections,
+ *   connected (meshed: through the handshake and the identity check) *before* answering
+ *   `200 Connection Established`, then piped. For a meshed endpoint whose port is not opaque the
+ *   tunnel's first bytes choose the transport header's session protocol — HTTP/2 (a gRPC client
+ *   behind `grpc_proxy`) → `http2`, an HTTP/1 request line → `http1`, anything else or nothing
+ *   within the tunnel detect timeout → none (opaque) — so the server side applies per-request (route)
+ *   policy to HTTP in tunnels and connection-level policy to the rest.
+ * - HTTP/2 with prior knowledge: every stream's `:authority` is resolved and the stream is
+ *   forwarded on the endpoint's shared HTTP/2 session (session protocol `http2`).
+ *
+ * Errors are answered by the proxy with `l5d-proxy-error: <reason>` (and the reason as a text
+ * body; gRPC: a trailers-only `grpc-status` 14 with `grpc-message`): a request target that is not
+ * absolute-form `http://` → 400; a name that is not a cluster service or one the controller does
+ * not know → 502; a service without endpoints, or no answer from the controller in time → 503;
+ * no certificate yet → 503. An IP address the controller does not know is connected to directly,
+ * in plaintext. A failure to connect to an endpoint (refused, timeout, TLS failure, identity
+ * mismatch) is retried once on another endpoint, then answered 502; since connections are made
+ * before any byte of the request is written, a peer that fails the identity check never sees the
+ * request. A failure after the request was sent is a 502 (before the response) or an aborted
+ * response (after) — requests are never replayed.
+ */
+import { createServer as createHttp1Server, type Server as Http1Server, type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
+import {
+  type ClientHttp2Session,
+  type ClientHttp2Stream,
+  createServer as createHttp2Server,
+  type IncomingHttpHeaders as Http2IncomingHeaders,
+  type OutgoingHttpHeaders as Http2OutgoingHeaders,
+  type Http2Server,
+  type Http2Session,
+  constants as h2constants,
+  type IncomingHttpStatusHeader,
+  type ServerHttp2Stream,
+} from 'node:http2';
+import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import type { DestinationEndpoint } from '../api/index.js';
+import { DETECT_TIMEOUT_MS } from '../core/index.js';
+import { errorMessage, type Logger, MeshError, silentLogger } from '../shared/index.js';
+import { detectHttp, HTTP1_MAX_REQUEST_LINE_BYTES } from './detect-http.js';
+import { filterHttp1Response, filterHttp2Response, grpcMessage, L5D_PROXY_ERROR, pairsOf, safeHeaderValue } from './inbound-http-headers.js';
+import { EndpointLoad, pickP2C } from './outbound-balancer.js';
+import type { OutboundConnectError, OutboundConnectFailure, OutboundConnector, OutboundProtocol } from './outbound-connector.js';
+import { filterOutboundRequest1, filterOutboundRequest2, parseAbsoluteForm } from './outbound-http-headers.js';
+import type { OutboundResolution, OutboundTarget, OutboundTargetParse } from './outbound-resolver.js';
+import { readPrefix } from './prefix-reader.js';
+
+/** What the proxy needs of the resolver (structurally, `DestinationCache`). */
+export interface OutboundResolver {
+  /** Parses an authority (`host:port`, or `host` with `defaultPort`). */
+  parse(authority: string, defaultPort?: number): OutboundTargetParse;
+  /** Resolves a target (bounded wait for a first answer). */
+  resolve(target: OutboundTarget): Promise<OutboundResolution>;
+}
+
+/** Why the outbound proxy answered a request or tunnel itself, or gave up on it. */
+export type OutboundErrorReason =
+  /** The request target is not absolute-form `http://` (or a CONNECT target is not host:port): 400. */
+  | 'bad request'
+  /** Not a cluster service name, or one the controller does not know: 502. */
+  | 'unknown service'
+  /** A known service without endpoints: 503. */
+  | 'no endpoints'
+  /** No answer from the destination service in time: 503. */
+  | 'destination unavailable'
+  /** Connecting to the endpoint(s) failed (after the one retry): 502 (no certificate: 503). */
+  | OutboundConnectFailure
+  /** The endpoint failed after the request was sent, before responding: 502. */
+  | 'endpoint failed'
+  /** The endpoint failed in the middle of a response: the client's response is aborted. */
+  | 'response aborted'
+  /** A connection to the proxy that is not HTTP (or sent nothing within the detect timeout): closed. */
+  | 'not http'
+  /** HTTP/2 CONNECT (extended or not): 501. */
+  | 'upgrade not supported';
+
+/** Counters of an {@link OutboundProxy}. */
+export interface OutboundStats {
+  /** HTTP requests received (HTTP/1 and HTTP/2 streams; CONNECTs excluded). */
+  readonly requests: number;
+  /** CONNECT requests received. */
+  readonly tunnels: number;
+  /** Requests and tunnels sent to a second endpoint after a connect failure. */
+  readonly retries: number;
+  readonly errors: Readonly<Partial<Record<OutboundErrorReason, number>>>;
+  /** Mesh TLS handshakes completed by the connector. */
+  readonly handshakes: number;
+  /** Client connections open now. */
+  readonly open: number;
+}
+
+/** Options of {@link OutboundProxy}. */
+export interface OutboundProxyOptions {
+  /** Where to listen (upstream `127.0.0.1:4140`; port 0 = any free port). */
+  readonly listen: { readonly host: string; readonly port: number };
+  readonly resolver: OutboundResolver;
+  readonly connector: OutboundConnector;
+  /** Randomness of the balancer, in [0, 1) (default `Math.random`). */
+  readonly random?: () => number;
+  /** Deadline for a new client connection's request line or HTTP/2 preface (default 10 s): closed after. */
+  readonly detectTimeoutMs?: number;
+  /**
+   * Deadline for a meshed tunnel's first bytes (default 2 s): opaque after. Kept well below the
+   * far side's deadline for the transport header (10 s), which waits on this decision.
+   */
+  readonly tunnelDetectTimeoutMs?: number;
+  /** Deadline for an HTTP/1 request's header block (default 10 s): 408, closed. */
+  readonly headersTimeoutMs?: number;
+  /** An idle HTTP/1 keep-alive client connection is closed after this (default 60 s). */
+  readonly keepAliveTimeoutMs?: number;
+  readonly logger?: Logger;
+}
+
+const { NGHTTP2_CANCEL, NGHTTP2_INTERNAL_ERROR, NGHTTP2_NO_ERROR } = h2constants;
+const END_STREAM = h2constants.NGHTTP2_FLAG_END_STREAM;
+const GRPC_UNAVAILABLE = 14;
+const GRPC_UNIMPLEMENTED = 12;
+const GRPC_INVALID_ARGUMENT = 3;
+/** How often idle HTTP/1 pools of endpoints are dropped. */
+const PRUNE_INTERVAL_MS = 60_000;
+
+function noop(): void {}
+
+function first(v: string | string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v[0] : v;
+}
+
+/** A failed resolution or connection, as the proxy answers it. */
+interface Failure {
+  readonly status: number;
+  readonly reason: OutboundErrorReason;
+  readonly detail: string;
+}
+
+function connectFailure(e: OutboundConnectError): Failure {
+  return { status: e.reason === 'no certificate' ? 503 : 502, reason: e.reason, detail: e.message };
+}
+
+function isConnectError(e: unknown): e is OutboundConnectError {
+  return e instanceof MeshError && e.code === 'ERR_OUTBOUND_CONNECT';
+}
+
+/** Endpoints to balance over, or the failure to answer. */
+function endpointsOf(r: OutboundResolution): { readonly endpoints: readonly DestinationEndpoint[] } | { readonly failure: Failure } {
+  switch (r.kind) {
+    case 'endpoints':
+      return { endpoints: r.endpoints };
+    case 'direct':
+      // Unknown to the controller: plain TCP to the address as given.
+      return { endpoints: [{ ip: r.ip, port: r.port, weight: 1, labels: {} }] };
+    case 'unknown':
+      return { failure: { status: 502, reason: 'unknown service', detail: r.reason } };
+    case 'no-endpoints':
+      return { failure: { status: 503, reason: 'no endpoints', detail: r.reason } };
+    case 'unavailable':
+      return { failure: { status: 503, reason: 'destination unavailable', detail: r.reason } };
+  }
+}
+
+/** A socket closed cleanly: it got the peer's FIN and flushed what was written (see inbound-forward). */
+function isCleanlyClosed(s: Socket): boolean {
+  return s.readableEnded && s.writableFinished;
+}
+
+/** Pipes two half-open sockets both ways; an unclean close of either takes the other down. */
+function pipeBoth(client: Socket, upstream: Socket): void {
+  client.on('error', () => upstream.destroy());
+  upstream.on('error', () => client.destroy());
+  upstream.on('close', () => {
+    if (!isCleanlyClosed(upstream)) client.destroy();
+  });
+  client.on('close', () => {
+    if (!isCleanlyClosed(client)) upstream.destroy();
+  });
+  client.setNoDelay(true);
+  client.pipe(upstream);
+  upstream.pipe(client);
+  if (client.destroyed) upstream.destroy();
+  if (upstream.destroyed) client.destroy();
+}
+
+/**
+ * The outbound forward proxy of one pod. `start()` binds the listener; `close()` closes it and
+ * every client connection (the resolver and the connector belong to the caller). Invariants: no
+ * byte of a request reaches an endpoint before the connection to it passed the handshake and the
+ * identity check; client-sent `l5d-*` and `proxy-*` headers never reach an endpoint; a request is
+ * sent at most once.
+ */
+export class OutboundProxy {
+  readonly #listen: { readonly host: string; readonly port: number };
+  readonly #resolver: OutboundResolver;
+  readonly #connector: OutboundConnector;
+  readonly #random: () => number;
+  readonly #detectTimeoutMs: number;
+  readonly #tunnelDetectTimeoutMs: number;
+  readonly #log: Logger;
+  readonly #load = new EndpointLoad();
+  readonly #keys = new WeakMap<DestinationEndpoint, string>();
+  readonly #h1: Http1Server;
+  readonly #h2: Http2Server;
+  readonly #h2Sessions = new Set<Http2Session>();
+  readonly #clients = new Set<Socket>();
+  readonly #errors: Partial<Record<OutboundErrorReason, number>> = {};
+  #server: Server | undefined;
+  #pruneTimer: NodeJS.Timeout | undefined;
+  #port: number | undefined;
+  #requests = 0;
+  #tunnels = 0;
+  #retries = 0;
+  #state: 'new' | 'started' | 'closed' = 'new';
+
+  /** Builds the HTTP servers; nothing is bound before `start()`. Throws RangeError for a bad timeout or port. */
+  constructor(opts: OutboundProxyOptions) {
+    const { port } = opts.listen;
+    if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new RangeError(`bad outbound listen port ${port}`);
+    const detectTimeoutMs = opts.detectTimeoutMs ?? DETECT_TIMEOUT_MS;
+    const tunnelDetectTimeoutMs = opts.tunnelDetectTimeoutMs ?? 2_000;
+    const headersTimeoutMs = opts.headersTimeoutMs ?? 10_000;
+    const keepAliveTimeoutMs = opts.keepAliveTimeoutMs ?? 60_000;
+    for (const [name, v] of Object.entries({ detectTimeoutMs, tunnelDetectTimeoutMs, headersTimeoutMs, keepAliveTimeoutMs })) {
+      if (!(Number.isInteger(v) && v > 0 && v <= 0x7fff_ffff)) throw new RangeError(`bad ${name} ${v}`);
+    }
+    this.#listen = opts.listen;
+    this.#resolver = opts.resolver;
+    this.#connector = opts.connector;
+    this.#random = opts.random ?? Math.random;
+    this.#detectTimeoutMs = detectTimeoutMs;
+    this.#tunnelDetectTimeoutMs = tunnelDetectTimeoutMs;
+    this.#log = opts.logger ?? silentLogger();
+
+    this.#h1 = createHttp1Server({
+      headersTimeout: headersTimeoutMs,
+      // No deadline on whole requests: long uploads and streams are legitimate.
+      requestTimeout: 0,
+      keepAliveTimeout: keepAliveTimeoutMs,
+      connectionsCheckingInterval: Math.min(1000, headersTimeoutMs),
+      insecureHTTPParser: false,
+      noDelay: true,
+    });
+    this.#h1.on('request', (req: IncomingMessage, res: ServerResponse) => this.#onRequest(req, res));
+    this.#h1.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.#onConnect(req, socket as Socket, head));
+    this.#h1.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => this.#onClientError(err, socket));
+    // The sockets are fed to this server (it never listens), so start its header-deadline check
+    // by hand, as the inbound HTTP stack does.
+    this.#h1.emit('listening');
+
+    this.#h2 = createHttp2Server();
+    this.#h2.on('session', (session: Http2Session) => {
+      this.#h2Sessions.add(session);
+      session.once('close', () => this.#h2Sessions.delete(session));
+    });
+    this.#h2.on('stream', (stream: ServerHttp2Stream, headers: Http2IncomingHeaders, flags: number) => this.#onStream(stream, headers, flags));
+    this.#h2.on('sessionError', noop);
+  }
+
+  /** The bound port once started. */
+  get port(): number | undefined {
+    return this.#port;
+  }
+
+  /**
+   * Binds the listener. Rejects with `MeshError` `ERR_OUTBOUND_LISTEN` when it cannot (the proxy
+   * is then closed), `ERR_OUTBOUND_STATE` when not new.
+   */
+  async start(): Promise<number> {
+    if (this.#state !== 'new') throw new MeshError('ERR_OUTBOUND_STATE', `outbound proxy cannot start: it is ${this.#state}`);
+    this.#state = 'started';
+    // Paused: detection reads the first bytes. Half-open: a tunnel relays each direction's FIN.
+    const server = createServer({ allowHalfOpen: true, pauseOnConnect: true });
+    this.#server = server;
+    const { host, port } = this.#listen;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen({ host, port }, () => {
+          server.off('error', reject);
+          resolve();
+        });
+      });
+    } catch (e) {
+      await this.close();
+      throw new MeshError('ERR_OUTBOUND_LISTEN', `outbound proxy cannot listen on ${host}:${port}: ${errorMessage(e)}`, { cause: e });
+    }
+    if (this.#state !== 'started') {
+      server.close();
+      throw new MeshError('ERR_OUTBOUND_STATE', 'outbound proxy closed while starting');
+    }
+    server.on('error', (err) => this.#log.error({ host, port, err: err.message }, 'outbound listener failed'));
+    server.on('connection', (s: Socket) => this.#accept(s));
+    this.#pruneTimer = setInterval(() => this.#connector.prune(), PRUNE_INTERVAL_MS);
+    this.#pruneTimer.unref();
+    this.#port = (server.address() as AddressInfo).port;
+    this.#log.info({ host, port: this.#port }, 'outbound proxy listening');
+    return this.#port;
+  }
+
+  /** Counters (see {@link OutboundStats}). */
+  stats(): OutboundStats {
+    return {
+      requests: this.#requests,
+      tunnels: this.#tunnels,
+      retries: this.#retries,
+      errors: { ...this.#errors },
+      handshakes: this.#connector.stats().handshakes,
+      open: this.#clients.size,
+    };
+  }
+
+  /** Closes the listener and every client connection (tunnels included). Idempotent. */
+  async close(): Promise<void> {
+    if (this.#state === 'closed') return;
+    this.#state = 'closed';
+    if (this.#pruneTimer !== undefined) clearInterval(this.#pruneTimer);
+    const server = this.#server;
+    const closed = server === undefined || !server.listening ? Promise.resolve() : new Promise<void>((resolve) => server.close(() => resolve()));
+    for (const s of this.#clients) s.destroy();
+    this.#clients.clear();
+    for (const s of this.#h2Sessions) s.destroy();
+    this.#h2Sessions.clear();
+    this.#h1.closeAllConnections();
+    this.#h1.close(noop);
+    await closed;
+  }
+
+  #error(reason: OutboundErrorReason): void {
+    this.#errors[reason] = (this.#errors[reason] ?? 0) + 1;
+  }
+
+  #key(e: DestinationEndpoint): string {
+    let k = this.#keys.get(e);
+    if (k === undefined) {
+      k = `${e.ip}|${e.port}`;
+      this.#keys.set(e, k);
+    }
+    return k;
+  }
+
+  #pick(
+    endpoints: readonly DestinationEndpoint[],
+    by: 'requests' | 'connections',
+    exclude?: ReadonlySet<DestinationEndpoint>,
+  ): DestinationEndpoint | undefined {
+    const load = by === 'requests' ? (e: DestinationEndpoint) => this.#load.inFlight(this.#key(e)) : (e: DestinationEndpoint) => this.#load.open(this.#key(e));
+    return pickP2C(endpoints, load, this.#random, exclude);
+  }
+
+  /** The protocol an endpoint's connection carries for an HTTP request of version `version`. */
+  #protocolFor(e: DestinationEndpoint, version: 'http1' | 'http2'): OutboundProtocol {
+    return this.#connector.isMeshed(e) && e.protocolHint === 'opaque' ? 'opaque' : version;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Accepting
+
+  #accept(raw: Socket): void {
+    raw.on('error', noop);
+    if (this.#state === 'closed') {
+      raw.destroy();
+      return;
+    }
+    this.#clients.add(raw);
+    raw.once('close', () => this.#clients.delete(raw));
+    void readPrefix(raw, detectHttp, { timeoutMs: this.#detectTimeoutMs, maxBytes: HTTP1_MAX_REQUEST_LINE_BYTES }).then(
+      (r) => {
+        if (!('result' in r)) {
+          if (!('closed' in r)) this.#error('not http');
+          raw.destroy();
+          return;
+        }
+        if (r.result === 'http1') {
+          this.#h1.emit('connection', raw);
+          raw.resume();
+        } else if (r.result === 'http2') {
+          // The session drains the put-back bytes itself: no resume (STACK.md §2.13).
+          this.#h2.emit('connection', raw);
+        } else {
+          this.#error('not http');
+          raw.destroy();
+        }
+      },
+      (e: unknown) => {
+        this.#log.error({ err: errorMessage(e) }, 'outbound detection failed');
+        raw.destroy();
+      },
+    );
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // HTTP/1 absolute-form requests
+
+  #onRequest(req: IncomingMessage, res: ServerResponse): void {
+    this.#requests++;
+    const target = parseAbsoluteForm(req.url ?? '');
+    if (typeof target === 'string') {
+      this.#reply1(res, { status: 400, reason: 'bad request', detail: target });
+      return;
+    }
+    const parsed = this.#resolver.parse(target.authority, 80);
+    if (!parsed.ok) {
+      this.#reply1(res, { status: 502, reason: 'unknown service', detail: parsed.reason });
+      return;
+    }
+    const headers = filterOutboundRequest1(req.rawHeaders, target.authority);
+    this.#resolver.resolve(parsed.target).then(
+      (r) => {
+        if (res.destroyed || res.writableEnded) return;
+        const e = endpointsOf(r);
+        if ('failure' in e) this.#reply1(res, e.failure);
+        else this.#send1(req, res, e.endpoints, target.path, headers, undefined);
+      },
+      (e: unknown) => this.#reply1(res, { status: 502, reason: 'destination unavailable', detail: errorMessage(e) }),
+    );
+  }
+
+  /** Sends the request to an endpoint; on a connect failure, once more to another one. */
+  #send1(
+    req: IncomingMessage,
+    res: ServerResponse,
+    endpoints: readonly DestinationEndpoint[],
+    path: string,
+    headers: string[],
+    failed: Set<DestinationEndpoint> | undefined,
+  ): void {
+    const ep = this.#pick(endpoints, 'requests', failed);
+    if (ep === undefined) {
+      this.#reply1(res, { status: 502, reason: 'connect failed', detail: 'no endpoint left to try' });
+      return;
+    }
+    const done = this.#load.startRequest(this.#key(ep));
+    const up = this.#connector.request1(ep, this.#protocolFor(ep, 'http1') === 'opaque' ? 'opaque' : 'http1', {
+      method: req.method ?? 'GET',
+      path,
+      headers,
+      setHost: false,
+    });
+    let connected = false;
+    up.once('socket', () => {
+      connected = true;
+      // Only now: a request retried after a connect failure must still have its whole body.
+      req.pipe(up);
+    });
+    up.once('close', done);
+    up.on('response', (ures: IncomingMessage) => {
+      if (res.destroyed) {
+        up.destroy();
+        return;
+      }
+      try {
+        res.writeHead(ures.statusCode ?? 502, ures.statusMessage, filterHttp1Response(ures.rawHeaders));
+      } catch (e) {
+        up.destroy();
+        this.#reply1(res, { status: 502, reason: 'endpoint failed', detail: `unrelayable response headers: ${errorMessage(e)}` });
+        return;
+      }
+      ures.pipe(res, { end: false });
+      ures.once('end', () => {
+        if (ures.rawTrailers.length > 0) res.addTrailers(pairsOf(ures.rawTrailers));
+        res.end();
+      });
+      ures.once('close', () => {
+        if (ures.complete || res.writableEnded || res.destroyed) return;
+        this.#error('response aborted');
+        res.destroy();
+      });
+    });
+    up.on('error', (err: Error) => {
+      if (!connected && isConnectError(err)) {
+        this.#logConnectFailure(ep, err);
+        if (failed === undefined && err.reason !== 'no certificate' && endpoints.length > 1) {
+          this.#retries++;
+          this.#send1(req, res, endpoints, path, headers, new Set([ep]));
+          return;
+        }
+        this.#reply1(res, connectFailure(err));
+        return;
+      }
+      if (res.writableEnded || res.destroyed) return;
+      if (res.headersSent) {
+        this.#error('response aborted');
+        res.destroy();
+        return;
+      }
+      req.unpipe(up);
+      this.#reply1(res, { status: 502, reason: 'endpoint failed', detail: `the endpoint failed before responding: ${err.message}` });
+    });
+    // The client went away: drop the endpoint's request too.
+    res.once('close', () => {
+      if (!res.writableFinished) up.destroy();
+    });
+  }
+
+  /** A response of the proxy's own: `status`, the reason in `l5d-proxy-error` and as the body. */
+  #reply1(res: ServerResponse, f: Failure): void {
+    this.#error(f.reason);
+    if (this.#log.isLevelEnabled('debug')) this.#log.debug({ status: f.status, reason: f.reason, detail: f.detail }, 'outbound request failed');
+    if (res.destroyed || res.writableEnded) return;
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    const body = `${f.detail}\n`;
+    res.writeHead(f.status, {
+      'content-type': 'text/plain; charset=utf-8',
+      'content-length': Buffer.byteLength(body),
+      [L5D_PROXY_ERROR]: safeHeaderValue(f.detail),
+    });
+    res.end(body);
+  }
+
+  #logConnectFailure(ep: DestinationEndpoint, err: OutboundConnectError): void {
+    if (err.reason === 'identity mismatch')
+      this.#log.warn({ endpoint: this.#key(ep), identity: ep.identity, err: err.message }, 'outbound endpoint failed the identity check');
+    else if (this.#log.isLevelEnabled('debug')) this.#log.debug({ endpoint: this.#key(ep), err: err.message }, 'outbound connect failed');
+  }
+
+  /** Parse errors, header limits and deadlines: a response with node's status when one applies, then close. */
+  #onClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+    const code = err.code ?? '';
+    let status: number | undefined;
+    if (code === 'HPE_HEADER_OVERFLOW') status = 431;
+    else if (code === 'ERR_HTTP_REQUEST_TIMEOUT') status = 408;
+    else if (code.startsWith('HPE_')) status = 400;
+    if (status === undefined || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    this.#error('bad request');
+    socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n`, () => socket.destroy());
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // CONNECT tunnels
+
+  #onConnect(req: IncomingMessage, client: Socket, head: Buffer): void {
+    this.#tunnels++;
+    client.on('error', noop);
+    // A keep-alive timeout left from an earlier request on the connection must not cut the tunnel.
+    client.setTimeout(0);
+    const parsed = this.#resolver.parse(req.url ?? '');
+    if (!parsed.ok) {
+      this.#replyTunnel(client, { status: 400, reason: 'bad request', detail: parsed.reason });
+      return;
+    }
+    this.#resolver.resolve(parsed.target).then(
+      (r) => {
+        const e = endpointsOf(r);
+        if ('failure' in e) this.#replyTunnel(client, e.failure);
+        else void this.#tunnel(client, head, e.endpoints);
+      },
+      (e: unknown) => this.#replyTunnel(client, { status: 502, reason: 'destination unavailable', detail: errorMessage(e) }),
+    );
+  }
+
+  async #tunnel(client: Socket, head: Buffer, endpoints: readonly DestinationEndpoint[]): Promise<void> {
+    let failed: Set<DestinationEndpoint> | undefined;
+    for (;;) {
+      const ep = this.#pick(endpoints, 'connections', failed);
+      if (ep === undefined) {
+        this.#replyTunnel(client, { status: 502, reason: 'connect failed', detail: 'no endpoint left to try' });
+        return;
+      }
+      // Counted from the attempt, so that concurrent tunnels spread while connecting.
+      const closed = this.#load.openConnection(this.#key(ep));
+      let link: Awaited<ReturnType<OutboundConnector['open']>>;
+      try {
+        link = await this.#connector.open(ep);
+      } catch (e) {
+        closed();
+        if (!isConnectError(e)) {
+          this.#replyTunnel(client, { status: 502, reason: 'connect failed', detail: errorMessage(e) });
+          return;
+        }
+        this.#logConnectFailure(ep, e);
+        if (failed === undefined && e.reason !== 'no certificate' && endpoints.length > 1) {
+          this.#retries++;
+          failed = new Set([ep]);
+          continue;
+        }
+        this.#replyTunnel(client, connectFailure(e));
+        return;
+      }
+      const upstream = link.socket;
+      upstream.once('close', closed);
+      if (client.destroyed || this.#state === 'closed') {
+        upstream.destroy();
+        return;
+      }
+      client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+      if (head.length > 0) client.unshift(head);
+      let protocol: OutboundProtocol = 'opaque';
+      if (link.meshed && ep.protocolHint !== 'opaque') {
+        const r = await readPrefix(client, detectHttp, { timeoutMs: this.#tunnelDetectTimeoutMs, maxBytes: HTTP1_MAX_REQUEST_LINE_BYTES });
+        if ('closed' in r) {
+          upstream.destroy();
+          client.destroy();
+          return;
+        }
+        if ('result' in r && r.result !== 'not-http') protocol = r.result;
+      }
+      link.start(protocol);
+      if (this.#log.isLevelEnabled('debug')) this.#log.debug({ endpoint: this.#key(ep), meshed: link.meshed, protocol }, 'outbound tunnel open');
+      pipeBoth(client, upstream);
+      return;
+    }
+  }
+
+  #replyTunnel(client: Socket, f: Failure): void {
+    this.#error(f.reason);
+    if (this.#log.isLevelEnabled('debug')) this.#log.debug({ status: f.status, reason: f.reason, detail: f.detail }, 'outbound tunnel refused');
+    if (client.destroyed || !client.writable) {
+      client.destroy();
+      return;
+    }
+    const body = `${f.detail}\n`;
+    client.end(
+      `HTTP/1.1 ${f.status} ${STATUS_CODES[f.status] ?? ''}\r\ncontent-type: text/plain; charset=utf-8\r\n${L5D_PROXY_ERROR}: ${safeHeaderValue(f.detail)}\r\n` +
+        `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+      () => client.destroy(),
+    );
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // HTTP/2 prior knowledge
+
+  #onStream(stream: ServerHttp2Stream, headers: Http2IncomingHeaders, flags: number): void {
+    this.#requests++;
+    // Errors surface as 'close'; an 'error' without a listener would crash the process.
+    stream.on('error', noop);
+    const grpc = (first(headers['content-type']) ?? '').startsWith('application/grpc');
+    const path = first(headers[':path']);
+    if (path === undefined) {
+      this.#reply2(stream, grpc, { status: 501, reason: 'upgrade not supported', detail: 'CONNECT over HTTP/2 is not supported' }, GRPC_UNIMPLEMENTED);
+      return;
+    }
+    const scheme = first(headers[':scheme']);
+    const authority = first(headers[':authority']) ?? first(headers.host);
+    if (scheme !== 'http' || authority === undefined) {
+      const detail = authority === undefined ? 'no :authority' : `unsupported scheme ${JSON.stringify(scheme)}: use CONNECT for anything but http`;
+      this.#reply2(stream, grpc, { status: 400, reason: 'bad request', detail }, GRPC_INVALID_ARGUMENT);
+      return;
+    }
+    const parsed = this.#resolver.parse(authority, 80);
+    if (!parsed.ok) {
+      this.#reply2(stream, grpc, { status: 502, reason: 'unknown service', detail: parsed.reason }, GRPC_UNAVAILABLE);
+      return;
+    }
+    const forward = filterOutboundRequest2(headers);
+    const endStream = (flags & END_STREAM) !== 0;
+    this.#resolver.resolve(parsed.target).then(
+      (r) => {
+        if (stream.destroyed || stream.closed) return;
+        const e = endpointsOf(r);
+        if ('failure' in e) this.#reply2(stream, grpc, e.failure, GRPC_UNAVAILABLE);
+        else void this.#send2(stream, grpc, e.endpoints, forward, endStream);
+      },
+      (e: unknown) => this.#reply2(stream, grpc, { status: 502, reason: 'destination unavailable', detail: errorMessage(e) }, GRPC_UNAVAILABLE),
+    );
+  }
+
+  async #send2(
+    stream: ServerHttp2Stream,
+    grpc: boolean,
+    endpoints: readonly DestinationEndpoint[],
+    headers: Http2OutgoingHeaders,
+    endStream: boolean,
+  ): Promise<void> {
+    let failed: Set<DestinationEndpoint> | undefined;
+    let session: ClientHttp2Session;
+    let ep: DestinationEndpoint;
+    for (;;) {
+      const picked = this.#pick(endpoints, 'requests', failed);
+      if (picked === undefined) {
+        this.#reply2(stream, grpc, { status: 502, reason: 'connect failed', detail: 'no endpoint left to try' }, GRPC_UNAVAILABLE);
+        return;
+      }
+      ep = picked;
+      try {
+        session = await this.#connector.session2(ep, this.#protocolFor(ep, 'http2') === 'opaque' ? 'opaque' : 'http2');
+        break;
+      } catch (e) {
+        if (!isConnectError(e)) {
+          this.#reply2(stream, grpc, { status: 502, reason: 'connect failed', detail: errorMessage(e) }, GRPC_UNAVAILABLE);
+          return;
+        }
+        this.#logConnectFailure(ep, e);
+        if (failed === undefined && e.reason !== 'no certificate' && endpoints.length > 1) {
+          this.#retries++;
+          failed = new Set([ep]);
+          continue;
+        }
+        this.#reply2(stream, grpc, connectFailure(e), GRPC_UNAVAILABLE);
+        return;
+      }
+    }
+    if (stream.destroyed || stream.closed) return;
+    let up: ClientHttp2Stream;
+    try {
+      up = session.request(headers, { endStream });
+    } catch (e) {
+      this.#reply2(stream, grpc, { status: 502, reason: 'endpoint failed', detail: errorMessage(e) }, GRPC_UNAVAILABLE);
+      return;
+    }
+    const done = this.#load.startRequest(this.#key(ep));
+    let upError: Error | undefined;
+    let trailers: Http2IncomingHeaders | undefined;
+    up.on('error', (err: Error) => {
+      upError ??= err;
+    });
+    up.on('response', (h: Http2IncomingHeaders & IncomingHttpStatusHeader, responseFlags: number) => {
+      if (stream.destroyed || stream.closed) return;
+      const headersOnly = (responseFlags & END_STREAM) !== 0;
+      try {
+        stream.respond(filterHttp2Response(h), headersOnly ? { endStream: true } : { waitForTrailers: true });
+      } catch (e) {
+        up.close(NGHTTP2_CANCEL);
+        this.#reply2(stream, grpc, { status: 502, reason: 'endpoint failed', detail: `unrelayable response headers: ${errorMessage(e)}` }, GRPC_UNAVAILABLE);
+        return;
+      }
+      if (!headersOnly) up.pipe(stream);
+    });
+    up.on('trailers', (t: Http2IncomingHeaders) => {
+      trailers = t;
+    });
+    stream.on('wantTrailers', () => {
+      try {
+        stream.sendTrailers(trailers === undefined ? {} : filterHttp2Response(trailers));
+      } catch {
+        stream.close(NGHTTP2_INTERNAL_ERROR);
+      }
+    });
+    up.once('close', () => {
+      done();
+      if (stream.destroyed || stream.closed) return;
+      if (!stream.headersSent) {
+        const detail = `the endpoint failed before responding: ${upError?.message ?? `stream reset (code ${up.rstCode})`}`;
+        this.#reply2(stream, grpc, { status: 502, reason: 'endpoint failed', detail }, GRPC_UNAVAILABLE);
+      } else if (upError !== undefined || (up.rstCode !== undefined && up.rstCode !== NGHTTP2_NO_ERROR)) {
+        this.#error('response aborted');
+        stream.close(up.rstCode !== undefined && up.rstCode !== NGHTTP2_NO_ERROR ? up.rstCode : NGHTTP2_INTERNAL_ERROR);
+      }
+    });
+    stream.once('close', () => {
+      if (!up.closed && !up.destroyed) up.close(NGHTTP2_CANCEL);
+    });
+    if (!endStream) stream.pipe(up);
+  }
+
+  /** A response of the proxy's own on an HTTP/2 stream (gRPC: trailers-only with `grpcStatus`). */
+  #reply2(stream: ServerHttp2Stream, grpc: boolean, f: Failure, grpcStatus: number): void {
+    this.#error(f.reason);
+    if (this.#log.isLevelEnabled('debug')) this.#log.debug({ status: f.status, reason: f.reason, detail: f.detail }, 'outbound request failed');
+    if (stream.destroyed || stream.closed) return;
+    if (stream.headersSent) {
+      stream.close(NGHTTP2_INTERNAL_ERROR);
+      return;
+    }
+    const h: Http2OutgoingHeaders = grpc
+      ? { ':status': 200, 'content-type': 'application/grpc', 'grpc-status': String(grpcStatus), 'grpc-message': grpcMessage(f.detail) }
+      : { ':status': f.status, 'content-type': 'text/plain; charset=utf-8' };
+    h[L5D_PROXY_ERROR] = safeHeaderValue(f.detail);
+    if (grpc) {
+      stream.respond(h, { endStream: true });
+    } else {
+      stream.respond(h);
+      stream.end(`${f.detail}\n`);
+    }
+    if (!stream.readableEnded) stream.resume();
+  }
+}
