@@ -38,7 +38,12 @@
  *   node toward the application, never relayed as raw bytes.
  * - Limits: the header block is bounded (`maxHeaderBytes`, 431) and must arrive within
  *   `headersTimeoutMs` of the request's first byte (408; node's coarse connection check, no timer
- *   per request). Bodies have no deadline (long-lived streams are legitimate).
+ *   per request). An HTTP/2 client's connection preface and first SETTINGS frame must arrive
+ *   within `headersTimeoutMs` too (node:http2 would wait for them forever), else the connection is
+ *   closed. Bodies have no deadline (long-lived streams are legitimate) — except the body of a
+ *   request the proxy answers itself (a denial, a 502…): node reads and discards it to keep the
+ *   connection, and it must end within `headersTimeoutMs` of the answer, else the connection is
+ *   closed (a denied client could otherwise hold it forever by dribbling an endless body).
  * - The application is unreachable or fails before responding: 502 (gRPC: `grpc-status` 14); it
  *   fails mid-response: the client's response is aborted (HTTP/1 connection closed, HTTP/2 stream
  *   reset) since a truncated body must not look complete.
@@ -87,7 +92,11 @@ import { type InboundHttpErrorReason, type InboundMetricsHooks, InboundStatsCoun
 
 /** Tunables of the HTTP stack (every one optional). */
 export interface InboundHttpSettings {
-  /** Deadline for a request's whole header block from its first byte (HTTP/1; default 10 s): 408, closed. */
+  /**
+   * Deadline for a request's whole header block from its first byte (HTTP/1; default 10 s): 408,
+   * closed. Also bounds an HTTP/2 connection preface and the discarded body of a request the proxy
+   * answered itself (both: closed).
+   */
   readonly headersTimeoutMs?: number;
   /** How often header deadlines are checked (default 1 s; node's own default is 30 s). */
   readonly timeoutCheckIntervalMs?: number;
@@ -222,6 +231,7 @@ export class InboundHttp {
   readonly #hooks: InboundMetricsHooks;
   readonly #counter: InboundStatsCounter;
   readonly #upstream: AppUpstream;
+  readonly #headersTimeoutMs: number;
   readonly #h1: Http1Server;
   readonly #h2: Http2Server;
   readonly #h1Conns = new WeakMap<Duplex, HttpConn>();
@@ -255,6 +265,7 @@ export class InboundHttp {
     this.#hooks = opts.metrics ?? {};
     this.#counter = opts.counter ?? new InboundStatsCounter();
     this.#upstream = new AppUpstream({ host: opts.appHost, maxSocketsPerPort: maxSockets });
+    this.#headersTimeoutMs = headersTimeoutMs;
 
     this.#h1 = createHttp1Server({
       headersTimeout: headersTimeoutMs,
@@ -322,7 +333,28 @@ export class InboundHttp {
     }
     // The proxy's sockets are half-open (for TCP forwarding) and node:http2 does not react to
     // the peer's FIN: end the session gracefully (open streams finish), as a plain server would.
-    if (session !== undefined) socket.once('end', () => session.close());
+    if (session !== undefined) {
+      socket.once('end', () => session.close());
+      this.#awaitPreface(session, ctx);
+    }
+  }
+
+  /**
+   * Closes the session unless the client's connection preface and first SETTINGS frame arrive
+   * within the headers deadline: node:http2 waits for them forever, so a client sending part of
+   * the preface (or only the preface) would hold the connection for good.
+   */
+  #awaitPreface(session: Http2Session, ctx: HttpConn): void {
+    const timer = setTimeout(() => {
+      if (session.destroyed) return;
+      this.#error(ctx, 'request headers timeout');
+      if (this.#log.isLevelEnabled('debug')) this.#log.debug({ client: ctx.remote, port: ctx.port }, 'inbound HTTP/2 connection preface timed out');
+      session.destroy();
+    }, this.#headersTimeoutMs);
+    timer.unref();
+    const clear = (): void => clearTimeout(timer);
+    session.once('remoteSettings', clear);
+    session.once('close', clear);
   }
 
   /** Stops serving: destroys every HTTP connection and every application connection. Idempotent. */
@@ -456,6 +488,24 @@ export class InboundHttp {
     if (ctx.meshedId !== undefined) headers.push(L5D_PROXY_ERROR, safeHeaderValue(reason));
     res.writeHead(status, headers);
     res.end();
+    this.#boundDiscardedBody(res.req);
+  }
+
+  /**
+   * The body of a request the proxy answered itself goes nowhere: node reads and discards it to
+   * keep the connection, for as long as the client sends it. It must end within the headers
+   * deadline, else the connection is closed. (Checked when the timer fires: `complete` is not yet
+   * set while a request without a body is being answered.)
+   */
+  #boundDiscardedBody(req: IncomingMessage): void {
+    if (req.complete) return;
+    const timer = setTimeout(() => {
+      if (!req.complete) req.socket.destroy();
+    }, this.#headersTimeoutMs);
+    timer.unref();
+    const clear = (): void => clearTimeout(timer);
+    req.once('end', clear);
+    req.once('close', clear);
   }
 
   #forward1(req: IncomingMessage, res: ServerResponse, ctx: HttpConn, method: string, path: string, headers: readonly string[]): void {

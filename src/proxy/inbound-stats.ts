@@ -47,7 +47,7 @@ export type InboundHttpErrorReason =
   | 'bad request'
   /** The request headers exceed the size limit: 431, closed. */
   | 'request headers too large'
-  /** The request headers did not arrive within the headers timeout: 408, closed. */
+  /** The request headers (HTTP/2: the connection preface) did not arrive within the headers timeout: 408 (HTTP/2: none), closed. */
   | 'request headers timeout'
   /** A protocol upgrade (WebSocket…) or CONNECT: 501, not forwarded. */
   | 'upgrade not supported';
