@@ -1,5 +1,5 @@
 /**
- * Benchmark runner: `npm run bench -- <decide|detect|index|propagation|certify|all> [--json]`.
+ * Benchmark runner: `npm run bench -- <decide|detect|index|propagation|certify|mesh|all> [--json]`.
  *
  * Prints a table per suite, or with `--json` exactly one JSON object per suite and line:
  * `{"suite": "...", "results": [{"name", "nsPerOp", "opsPerSec", ...extra}]}`. Progress and
@@ -10,6 +10,7 @@ import { runDecideSuite } from './decide.js';
 import { runDetectSuite } from './detect.js';
 import type { BenchResult, Suite } from './harness.js';
 import { runIndexSuite } from './index.js';
+import { runMeshSuite } from './mesh.js';
 import { runPropagationSuite } from './propagation.js';
 
 const SUITES: readonly Suite[] = [
@@ -18,6 +19,7 @@ const SUITES: readonly Suite[] = [
   { name: 'index', run: runIndexSuite },
   { name: 'propagation', run: runPropagationSuite },
   { name: 'certify', run: runCertifySuite },
+  { name: 'mesh', run: runMeshSuite },
 ];
 
 const USAGE = `usage: npm run bench -- <${[...SUITES.map((s) => s.name), 'all'].join('|')}> [--json]`;

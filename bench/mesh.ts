@@ -1,0 +1,352 @@
+/**
+ * `npm run bench -- mesh`: what the proxy pair costs on loopback. The client (this process, the
+ * load generator) reaches the server apps (a separate process, bench/mesh-apps.ts) three ways:
+ *
+ * - `direct`: straight to the apps;
+ * - `ward`: through a real client proxy (its outbound forward proxy: absolute-form HTTP/1,
+ *   CONNECT for gRPC and TCP), mesh mTLS, and a real server proxy, with a real controller
+ *   (bench/mesh-ward.ts);
+ * - `nginx`: through two Debian nginx processes originating and terminating mTLS with the same
+ *   PKI (bench/mesh-nginx.ts), as the reference; installed with apt-get when missing, skipped
+ *   with a warning when that fails.
+ *
+ * For each protocol (HTTP/1.1 keep-alive, gRPC on one HTTP/2 session, opaque TCP 64-byte
+ * ping-pong) and path: an open-loop run at {@link RATE_PER_SEC} (latency from the scheduled send
+ * time) and a closed-loop saturation run (bench/mesh-load.ts). Results are named
+ * `<path>/<protocol>/<load>` (`ward/http1/1000rps`, `nginx/grpc/max`, ...) with `p50Ms`, `p99Ms`,
+ * `rps`, and for proxied paths the latency added over `direct` at the same load (`addedP50Ms`,
+ * `addedP99Ms`) and the pair's resources during the measured window: `rssMb` (sum of both
+ * proxies' peak RSS), `cpuPct` (sum of both proxies' CPU time / wall time × 100), and each
+ * proxy's own (`outbound*`, `inbound*`). `appCpuPct` and `loadCpuPct` show the apps' and the
+ * generator's share of the machine, `otherCpuPct` what processes outside the bench used during
+ * the window (more than a little means a disturbed measurement; the bench warns).
+ * `<path>/idle/<outbound|inbound>` rows give each proxy's RSS after start, before any load
+ * (ward's against the 60 MB target).
+ *
+ * Targets (ward/*\/1000rps): added p50 ≤ 0.5 ms and added p99 ≤ 2 ms. Every process — generator,
+ * apps, both proxies, the controller — shares this machine's cores, so saturation figures are a
+ * bound of the whole box, not of a proxy alone. `WARD_BENCH_MESH_QUICK=1` shortens every run
+ * (for working on the bench; the figures are then noisier).
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { BenchResult } from './harness.js';
+import {
+  grpcClient,
+  http1Client,
+  type LoadClient,
+  type LoadStats,
+  type Protocol,
+  quantile,
+  type Route,
+  runClosedLoop,
+  runFixedRate,
+  tcpClient,
+} from './mesh-load.js';
+import { ensureNginx, type NginxMesh, startNginxMesh } from './mesh-nginx.js';
+import { ProcessProbe, type ProcessUsage, rssMb } from './mesh-proc.js';
+import { type AppPorts, SERVICE_AUTHORITY, startWardMesh, type WardMesh } from './mesh-ward.js';
+
+const HOST = '127.0.0.1';
+const RATE_PER_SEC = 1000;
+const QUICK = process.env.WARD_BENCH_MESH_QUICK === '1';
+const FIXED = QUICK ? { warmupMs: 1000, measureMs: 3000 } : { warmupMs: 3000, measureMs: 10_000 };
+const SATURATION = QUICK ? { concurrency: 32, warmupMs: 500, measureMs: 2000 } : { concurrency: 32, warmupMs: 1000, measureMs: 8000 };
+/** HTTP/1 keep-alive connections and TCP connections per client (the fixed-rate runs use few of them). */
+const CONNECTIONS = 32;
+const TARGET_ADDED_P50_MS = 0.5;
+const TARGET_ADDED_P99_MS = 2;
+const TARGET_IDLE_RSS_MB = 60;
+/** Closed-loop load on the direct path per protocol before the first measurement. */
+const GENERATOR_WARMUP_MS = QUICK ? 300 : 1500;
+/** How long the proxies sit after start before their idle RSS is read. */
+const IDLE_SETTLE_MS = 1000;
+const PROTOCOLS: readonly Protocol[] = ['http1', 'grpc', 'tcp'];
+/** Above this much CPU used outside the bench during a run (percent of one core), the bench warns. */
+const OTHER_CPU_WARN_PCT = 10;
+
+type PathName = 'direct' | 'ward' | 'nginx';
+type LoadName = `${typeof RATE_PER_SEC}rps` | 'max';
+
+/** One way to the apps: a route per protocol (undefined: not available) and the proxies to watch. */
+interface Path {
+  readonly name: PathName;
+  readonly routes: Readonly<Record<Protocol, Route | undefined>>;
+  /** [outbound, inbound] proxy pids; empty for direct. */
+  readonly proxyPids: readonly number[];
+}
+
+interface Measured {
+  readonly path: PathName;
+  readonly protocol: Protocol;
+  readonly load: LoadName;
+  readonly stats: LoadStats;
+  /** [outbound, inbound]; empty for direct. */
+  readonly proxies: readonly ProcessUsage[];
+  readonly app: ProcessUsage;
+  /** This process: the load generator. */
+  readonly generator: ProcessUsage;
+  /** CPU that processes outside the bench used during the window (percent of one core). */
+  readonly otherCpuPct: number;
+}
+
+const log = (line: string): void => {
+  process.stderr.write(`${line}\n`);
+};
+const round = (n: number, digits = 3): number => Math.round(n * 10 ** digits) / 10 ** digits;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The apps process and its ports. */
+interface Apps {
+  readonly child: ChildProcess;
+  readonly ports: AppPorts;
+}
+
+/** Starts bench/mesh-apps.ts in its own process (stdin piped: it exits when this process dies). */
+async function startApps(): Promise<Apps> {
+  const script = new URL('./mesh-apps.ts', import.meta.url).pathname;
+  const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), script], { stdio: ['pipe', 'pipe', 'inherit'] });
+  child.stdout?.setEncoding('utf8');
+  let out = '';
+  const line = await Promise.race([
+    new Promise<string>((resolve) => {
+      child.stdout?.on('data', (c: string) => {
+        out += c;
+        if (out.includes('\n')) resolve(out.slice(0, out.indexOf('\n')));
+      });
+    }),
+    once(child, 'exit').then(([code]) => {
+      throw new Error(`the bench apps exited (${String(code)}) before listening`);
+    }),
+  ]);
+  child.stdout?.removeAllListeners('data');
+  child.stdout?.resume();
+  return { child, ports: JSON.parse(line) as AppPorts };
+}
+
+async function stopApps(apps: Apps): Promise<void> {
+  if (apps.child.exitCode !== null || apps.child.signalCode !== null) return;
+  const exited = once(apps.child, 'exit');
+  apps.child.kill('SIGTERM');
+  await exited;
+}
+
+function clientFor(protocol: Protocol, route: Route): Promise<LoadClient> {
+  if (protocol === 'http1') return Promise.resolve(http1Client(route, CONNECTIONS));
+  if (protocol === 'grpc') return grpcClient(route);
+  return tcpClient(route, CONNECTIONS);
+}
+
+/** Both runs of one path and protocol on one client; `benchPids` are all processes the bench started (and itself). */
+async function measure(path: Path, protocol: Protocol, route: Route, appsPid: number, benchPids: readonly number[]): Promise<Measured[]> {
+  const client = await clientFor(protocol, route);
+  const measured = (load: LoadName, stats: LoadStats, probe: ProcessProbe): Measured => ({
+    path: path.name,
+    protocol,
+    load,
+    stats,
+    proxies: path.proxyPids.map((pid) => probe.usage(pid)),
+    app: probe.usage(appsPid),
+    generator: probe.usage(process.pid),
+    otherCpuPct: probe.machineCpuPct() - probe.totalCpuPct(),
+  });
+  try {
+    // A first request proves the path before a run counts anything.
+    await client.request();
+    const name = `${path.name}/${protocol}`;
+    log(`mesh: ${name}/${RATE_PER_SEC}rps (${FIXED.warmupMs / 1000} s warm-up + ${FIXED.measureMs / 1000} s) ...`);
+    const fixedProbe = new ProcessProbe(benchPids);
+    const fixed = await runFixedRate(client, { ratePerSec: RATE_PER_SEC, ...FIXED, hooks: fixedProbe });
+    log(`mesh: ${name}/max (closed loop, ${SATURATION.concurrency} in flight, ${SATURATION.measureMs / 1000} s) ...`);
+    const satProbe = new ProcessProbe(benchPids);
+    const max = await runClosedLoop(client, { ...SATURATION, hooks: satProbe });
+    return [measured(`${RATE_PER_SEC}rps`, fixed, fixedProbe), measured('max', max, satProbe)];
+  } finally {
+    client.close();
+  }
+}
+
+/** The result row of one measurement; `direct` is the same protocol and load on the direct path. */
+function resultOf(m: Measured, direct: Measured | undefined): BenchResult {
+  const p50 = quantile(m.stats.sortedMs, 0.5);
+  const p99 = quantile(m.stats.sortedMs, 0.99);
+  const out: Record<string, string | number | boolean | null> = {
+    name: `${m.path}/${m.protocol}/${m.load}`,
+    nsPerOp: null,
+    opsPerSec: Math.round(m.stats.rps),
+    p50Ms: round(p50),
+    p99Ms: round(p99),
+    rps: Math.round(m.stats.rps),
+  };
+  const [outbound, inbound] = m.proxies;
+  if (outbound !== undefined && inbound !== undefined) {
+    const dP50 = direct === undefined ? Number.NaN : p50 - quantile(direct.stats.sortedMs, 0.5);
+    const dP99 = direct === undefined ? Number.NaN : p99 - quantile(direct.stats.sortedMs, 0.99);
+    Object.assign(out, {
+      addedP50Ms: round(dP50),
+      addedP99Ms: round(dP99),
+      rssMb: round(outbound.peakRssMb + inbound.peakRssMb, 1),
+      cpuPct: round(outbound.cpuPct + inbound.cpuPct, 1),
+      outboundRssMb: round(outbound.peakRssMb, 1),
+      inboundRssMb: round(inbound.peakRssMb, 1),
+      outboundCpuPct: round(outbound.cpuPct, 1),
+      inboundCpuPct: round(inbound.cpuPct, 1),
+    });
+    if (m.path === 'ward' && m.load !== 'max') {
+      out.targetMs = TARGET_ADDED_P50_MS;
+      out.targetP99Ms = TARGET_ADDED_P99_MS;
+      out.meetsTarget = dP50 <= TARGET_ADDED_P50_MS && dP99 <= TARGET_ADDED_P99_MS;
+    }
+  }
+  Object.assign(out, {
+    appCpuPct: round(m.app.cpuPct, 1),
+    loadCpuPct: round(m.generator.cpuPct, 1),
+    otherCpuPct: round(Math.max(0, m.otherCpuPct), 1),
+    samples: m.stats.sortedMs.length,
+    errors: m.stats.errors,
+  });
+  if (m.load !== 'max') out.lagP99Ms = round(m.stats.lagP99Ms);
+  return out as BenchResult;
+}
+
+/** Idle RSS rows of a proxy pair (read now). */
+function idleRows(path: 'ward' | 'nginx', outboundPid: number, inboundPid: number): BenchResult[] {
+  return (
+    [
+      ['outbound', outboundPid],
+      ['inbound', inboundPid],
+    ] as const
+  ).map(([role, pid]) => {
+    const mb = rssMb(pid);
+    const row: Record<string, string | number | boolean | null> = { name: `${path}/idle/${role}`, nsPerOp: null, opsPerSec: null, rssMb: round(mb, 1) };
+    if (path === 'ward') {
+      row.targetMb = TARGET_IDLE_RSS_MB;
+      row.meetsTarget = mb < TARGET_IDLE_RSS_MB;
+    }
+    return row as BenchResult;
+  });
+}
+
+/** One stderr line per protocol and load: ward against nginx (ratios only where both figures are positive). */
+function logComparison(results: readonly BenchResult[]): void {
+  const byName = new Map(results.map((r) => [r.name, r]));
+  const vs = (field: string, w: BenchResult, n: BenchResult, unit = '') => {
+    const [a, b] = [w[field], n[field]];
+    if (typeof a !== 'number' || typeof b !== 'number') return `${field} n/a`;
+    return `${field} ${a}${unit} vs ${b}${unit}${a > 0 && b > 0 ? ` (${(a / b).toFixed(2)}x)` : ''}`;
+  };
+  for (const protocol of PROTOCOLS) {
+    for (const load of [`${RATE_PER_SEC}rps`, 'max']) {
+      const w = byName.get(`ward/${protocol}/${load}`);
+      const n = byName.get(`nginx/${protocol}/${load}`);
+      if (w === undefined || n === undefined) continue;
+      const parts = [vs('addedP50Ms', w, n, ' ms'), vs('addedP99Ms', w, n, ' ms'), vs('rps', w, n), vs('rssMb', w, n, ' MB'), vs('cpuPct', w, n, ' %')];
+      log(`mesh: ward vs nginx ${protocol}/${load}: ${parts.join(', ')}`);
+    }
+  }
+}
+
+/** Runs the mesh suite. */
+export async function runMeshSuite(): Promise<BenchResult[]> {
+  const dir = mkdtempSync(join(tmpdir(), 'ward-bench-mesh-'));
+  let apps: Apps | undefined;
+  let ward: WardMesh | undefined;
+  let nginx: NginxMesh | undefined;
+  let ok = false;
+  try {
+    log(`mesh: ${QUICK ? 'QUICK mode (WARD_BENCH_MESH_QUICK=1), ' : ''}work directory ${dir}`);
+    apps = await startApps();
+    log(`mesh: apps up (pid ${apps.child.pid ?? '?'}): http1 :${apps.ports.http1}, grpc :${apps.ports.grpc}, tcp :${apps.ports.tcp}`);
+    ward = await startWardMesh(dir, apps.ports);
+    log(`mesh: ward controller and proxies up (outbound pid ${ward.outbound.pid}, inbound pid ${ward.inbound.pid}, forward proxy :${ward.outboundPort})`);
+    await sleep(IDLE_SETTLE_MS);
+    const results: BenchResult[] = idleRows('ward', ward.outbound.pid, ward.inbound.pid);
+
+    const install = ensureNginx(log);
+    if ('unavailable' in install) {
+      log(`mesh: WARNING: nginx is unavailable (${install.unavailable}); the nginx reference rows are SKIPPED`);
+    } else {
+      if (install.streamModule === undefined) log('mesh: WARNING: nginx has no stream module; nginx/tcp rows are SKIPPED');
+      try {
+        nginx = await startNginxMesh(install, join(dir, 'nginx'), ward.identityDir, apps.ports);
+        log(`mesh: nginx ${install.version} up (outbound pid ${nginx.outbound.pid}, inbound pid ${nginx.inbound.pid})`);
+        await sleep(IDLE_SETTLE_MS);
+        results.push(...idleRows('nginx', nginx.outbound.pid, nginx.inbound.pid));
+      } catch (e) {
+        log(`mesh: WARNING: nginx did not start (${e instanceof Error ? e.message : String(e)}); the nginx reference rows are SKIPPED`);
+      }
+    }
+
+    const forwardProxyPort = ward.outboundPort;
+    const forward = (protocol: Protocol): Route => ({
+      kind: 'forward-proxy',
+      proxyHost: HOST,
+      proxyPort: forwardProxyPort,
+      authority: SERVICE_AUTHORITY[protocol],
+    });
+    const directRoutes: Record<Protocol, Route> = {
+      http1: { kind: 'direct', host: HOST, port: apps.ports.http1 },
+      grpc: { kind: 'direct', host: HOST, port: apps.ports.grpc },
+      tcp: { kind: 'direct', host: HOST, port: apps.ports.tcp },
+    };
+    const paths: Path[] = [
+      { name: 'direct', routes: directRoutes, proxyPids: [] },
+      { name: 'ward', routes: { http1: forward('http1'), grpc: forward('grpc'), tcp: forward('tcp') }, proxyPids: [ward.outbound.pid, ward.inbound.pid] },
+    ];
+    if (nginx !== undefined) {
+      const p = nginx.ports;
+      paths.push({
+        name: 'nginx',
+        routes: {
+          http1: { kind: 'direct', host: HOST, port: p.http1 },
+          grpc: { kind: 'direct', host: HOST, port: p.grpc },
+          tcp: p.tcp === undefined ? undefined : { kind: 'direct', host: HOST, port: p.tcp },
+        },
+        proxyPids: [nginx.outbound.pid, nginx.inbound.pid],
+      });
+    }
+
+    // The generator's own code gets optimised and its heap settles here, not in the first measured run.
+    log(`mesh: load generator warm-up (direct, ${GENERATOR_WARMUP_MS} ms per protocol) ...`);
+    for (const protocol of PROTOCOLS) {
+      const client = await clientFor(protocol, directRoutes[protocol]);
+      try {
+        await runClosedLoop(client, { concurrency: SATURATION.concurrency, warmupMs: GENERATOR_WARMUP_MS, measureMs: 0 });
+      } finally {
+        client.close();
+      }
+    }
+    const appsPid = apps.child.pid as number;
+    const benchPids = [process.pid, appsPid, ward.controller.pid, ...paths.flatMap((p) => p.proxyPids)];
+    const measured: Measured[] = [];
+    for (const protocol of PROTOCOLS) {
+      for (const path of paths) {
+        const route = path.routes[protocol];
+        if (route !== undefined) measured.push(...(await measure(path, protocol, route, appsPid, benchPids)));
+      }
+    }
+    const busy = measured.filter((m) => m.otherCpuPct > OTHER_CPU_WARN_PCT);
+    if (busy.length > 0) {
+      log(
+        `mesh: WARNING: processes outside the bench used > ${OTHER_CPU_WARN_PCT} % CPU during ${busy.length} of ${measured.length} runs ` +
+          `(up to ${Math.round(Math.max(...busy.map((m) => m.otherCpuPct)))} %, see otherCpuPct): those figures are disturbed`,
+      );
+    }
+    const direct = (m: Measured) => measured.find((d) => d.path === 'direct' && d.protocol === m.protocol && d.load === m.load);
+    for (const path of ['direct', 'ward', 'nginx'] as const) {
+      for (const m of measured) if (m.path === path) results.push(resultOf(m, direct(m)));
+    }
+    logComparison(results);
+    ok = true;
+    return results;
+  } finally {
+    await nginx?.stop();
+    await ward?.stop();
+    if (apps !== undefined) await stopApps(apps);
+    if (ok) rmSync(dir, { recursive: true, force: true });
+    else log(`mesh: logs kept in ${dir}`);
+  }
+}
