@@ -41,6 +41,27 @@ export function bufferIo(stdin = ''): CliIo & { stdout: string; stderr: string }
   return io;
 }
 
+/**
+ * Resolves when a long-running command should stop: when `signals` aborts (at once if it already
+ * has), or, when undefined, at the process's first SIGINT or SIGTERM.
+ */
+export function untilStopped(signals: AbortSignal | undefined): Promise<void> {
+  return new Promise<void>((resolve) => {
+    if (signals !== undefined) {
+      if (signals.aborted) resolve();
+      else signals.addEventListener('abort', () => resolve(), { once: true });
+      return;
+    }
+    const stop = () => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      resolve();
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  });
+}
+
 /** Exit statuses (CLI.md): 0 success, 1 a check or test failed, 2 bad usage or unreadable input. */
 export const EXIT = { ok: 0, failed: 1, usage: 2 } as const;
 

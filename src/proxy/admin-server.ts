@@ -28,7 +28,6 @@ import {
   type CompiledServer,
   compileServer,
   DETECT_TIMEOUT_MS,
-  type Deny,
   defaultMeta,
   type InboundServer,
   parseIp,
@@ -36,6 +35,7 @@ import {
   type TlsState,
 } from '../core/index.js';
 import { errorMessage, type Logger, MeshError, type Registry, silentLogger } from '../shared/index.js';
+import { httpStatusOf } from './inbound-http.js';
 import type { InboundMetricsHooks } from './inbound-stats.js';
 
 /** The admin port's number in policies (`PortSpec.port`), whatever port the admin server binds. */
@@ -93,20 +93,6 @@ export interface AdminServerOptions {
 const NO_TLS: TlsState = Object.freeze({ kind: 'none', reason: 'no_tls_from_remote' });
 const FALLBACK = compileServer(ADMIN_FALLBACK_SERVER);
 const TEXT = 'text/plain; charset=utf-8';
-
-function statusOf(d: Deny): number {
-  switch (d.kind) {
-    case 'http403':
-    case 'grpc7':
-      return 403;
-    case 'http404':
-    case 'grpc5':
-      return 404;
-    case 'http500':
-    case 'tcp-refuse':
-      return 500;
-  }
-}
 
 /**
  * The admin HTTP server of one proxy. `start()` binds it; `close()` closes it and every connection.
@@ -217,7 +203,7 @@ export class AdminServer {
         req.socket.destroy();
         return;
       }
-      res.writeHead(statusOf(d), { 'content-length': '0' }).end();
+      res.writeHead(httpStatusOf(d), { 'content-length': '0' }).end();
       return;
     }
     if (d.level === 'http') this.#hooks.onHttpAllow?.({ port, client, decision: d, request });

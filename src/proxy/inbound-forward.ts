@@ -25,11 +25,21 @@ export function forwardTcp(client: Socket, target: ForwardTarget, onConnectError
   upstream.once('connect', () => {
     connected = true;
   });
+  // Before pipeBoth's listener: the caller hears of the failure before `client` is destroyed.
   upstream.on('error', (err) => {
     if (!connected) onConnectError(err);
-    client.destroy();
   });
+  pipeBoth(client, upstream);
+  return upstream;
+}
+
+/**
+ * Pipes two `allowHalfOpen` sockets both ways (`client` gets `noDelay`): an error or an unclean
+ * close of either takes the other down. Used for inbound forwarding and outbound tunnels.
+ */
+export function pipeBoth(client: Socket, upstream: Socket): void {
   client.on('error', () => upstream.destroy());
+  upstream.on('error', () => client.destroy());
   upstream.on('close', () => {
     if (!isCleanlyClosed(upstream)) client.destroy();
   });
@@ -39,9 +49,9 @@ export function forwardTcp(client: Socket, target: ForwardTarget, onConnectError
   client.setNoDelay(true);
   client.pipe(upstream);
   upstream.pipe(client);
-  // A client already gone would never emit the 'close' that takes the upstream down.
+  // A side already gone would never emit the 'close' that takes the other down.
   if (client.destroyed) upstream.destroy();
-  return upstream;
+  if (upstream.destroyed) client.destroy();
 }
 
 /**

@@ -43,11 +43,22 @@ export function isL5dHeader(name: string): boolean {
   return c0 === 0x6c /* l */ && c1 === 0x35 /* 5 */ && (c2 | 0x20) === 0x64 /* d */ && name.charCodeAt(3) === 0x2d /* - */;
 }
 
-/** Lower-case names always dropped at an HTTP/1 hop. */
-const HOP_BY_HOP: ReadonlySet<string> = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'upgrade', 'http2-settings']);
+/** Lower-case names always dropped at an HTTP/1 hop (the outbound proxy's filter drops these too). */
+export const HOP_BY_HOP: ReadonlySet<string> = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'te',
+  'upgrade',
+  'http2-settings',
+]);
 
-/** The lower-case tokens of every `connection` header in flat raw pairs; undefined when there are none. */
-function connectionTokens(raw: readonly string[]): Set<string> | undefined {
+/**
+ * The lower-case tokens of every `connection` header in flat raw pairs, i.e. the headers it names
+ * as hop-by-hop (never `host`, `keep-alive` or `close`); undefined when there are none.
+ */
+export function connectionTokens(raw: readonly string[]): Set<string> | undefined {
   let tokens: Set<string> | undefined;
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const name = raw[i] as string;

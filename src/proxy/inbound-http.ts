@@ -57,7 +57,6 @@ import {
   type Http2Server,
   type Http2Session,
   constants as h2constants,
-  type IncomingHttpStatusHeader,
   type ServerHttp2Stream,
 } from 'node:http2';
 import type { Duplex } from 'node:stream';
@@ -74,16 +73,15 @@ import {
   type TlsState,
 } from '../core/index.js';
 import { errorMessage, type Logger, silentLogger } from '../shared/index.js';
+import { relayHttp1Body, relayHttp2 } from './http-relay.js';
 import {
   filterHttp1Request,
   filterHttp1Response,
   filterHttp2Request,
-  filterHttp2Response,
   grpcMessage,
   isChunkedLast,
   L5D_CLIENT_ID,
   L5D_PROXY_ERROR,
-  pairsOf,
   safeHeaderValue,
 } from './inbound-http-headers.js';
 import { AppUpstream } from './inbound-http-upstream.js';
@@ -129,7 +127,7 @@ export const HTTP_KEEP_ALIVE_TIMEOUT_MS = 60_000;
 /** Default of {@link InboundHttpSettings.maxHeaderBytes}. */
 export const HTTP_MAX_HEADER_BYTES = 16 * 1024;
 
-const { NGHTTP2_CANCEL, NGHTTP2_INTERNAL_ERROR, NGHTTP2_NO_ERROR } = h2constants;
+const { NGHTTP2_INTERNAL_ERROR } = h2constants;
 const END_STREAM = h2constants.NGHTTP2_FLAG_END_STREAM;
 
 /** gRPC status codes the proxy answers with. */
@@ -186,7 +184,8 @@ function tlsLabel(tls: TlsState): string {
   return tls.kind === 'established' ? `mtls ${tls.clientId ?? '-'}` : tls.kind === 'passthrough' ? `passthrough ${tls.sni}` : tls.reason;
 }
 
-function httpStatusOf(d: Deny): number {
+/** The HTTP status of a denial the proxy answers itself: 403, 404 or 500 (also the admin server's). */
+export function httpStatusOf(d: Deny): number {
   switch (d.kind) {
     case 'http403':
     case 'grpc7':
@@ -525,16 +524,7 @@ export class InboundHttp {
         this.#respond1(res, ctx, 502, APP_UNREACHABLE);
         return;
       }
-      ures.pipe(res, { end: false });
-      ures.once('end', () => {
-        if (ures.rawTrailers.length > 0) res.addTrailers(pairsOf(ures.rawTrailers));
-        res.end();
-      });
-      ures.once('close', () => {
-        if (ures.complete || res.writableEnded || res.destroyed) return;
-        this.#error(ctx, 'app response aborted');
-        res.destroy();
-      });
+      relayHttp1Body(ures, res, () => this.#error(ctx, 'app response aborted'));
     });
     up.on('error', (err: Error) => {
       if (res.writableEnded || res.destroyed) return;
@@ -666,48 +656,11 @@ export class InboundHttp {
       this.#unreachable2(stream, ctx, grpc, e);
       return;
     }
-    let upError: Error | undefined;
-    let trailers: Http2IncomingHeaders | undefined;
-    up.on('error', (err: Error) => {
-      upError ??= err;
+    relayHttp2(stream, up, endStream, {
+      unrelayable: (e) => this.#unreachable2(stream, ctx, grpc, e),
+      failedBeforeResponse: (err) => this.#unreachable2(stream, ctx, grpc, err ?? new Error(`stream reset by the application (code ${up.rstCode})`)),
+      aborted: () => this.#error(ctx, 'app response aborted'),
     });
-    up.on('response', (h: Http2IncomingHeaders & IncomingHttpStatusHeader, responseFlags: number) => {
-      if (stream.destroyed || stream.closed) return;
-      const headersOnly = (responseFlags & END_STREAM) !== 0;
-      try {
-        stream.respond(filterHttp2Response(h), headersOnly ? { endStream: true } : { waitForTrailers: true });
-      } catch (e) {
-        // Headers node refuses to relay (e.g. an invalid value): a bad gateway.
-        up.close(NGHTTP2_CANCEL);
-        this.#unreachable2(stream, ctx, grpc, e);
-        return;
-      }
-      if (!headersOnly) up.pipe(stream);
-    });
-    up.on('trailers', (t: Http2IncomingHeaders) => {
-      trailers = t;
-    });
-    stream.on('wantTrailers', () => {
-      try {
-        stream.sendTrailers(trailers === undefined ? {} : filterHttp2Response(trailers));
-      } catch {
-        stream.close(NGHTTP2_INTERNAL_ERROR);
-      }
-    });
-    up.once('close', () => {
-      if (stream.destroyed || stream.closed) return;
-      if (!stream.headersSent) {
-        this.#unreachable2(stream, ctx, grpc, upError ?? new Error(`stream reset by the application (code ${up.rstCode})`));
-      } else if (upError !== undefined || (up.rstCode !== undefined && up.rstCode !== NGHTTP2_NO_ERROR)) {
-        this.#error(ctx, 'app response aborted');
-        stream.close(up.rstCode !== undefined && up.rstCode !== NGHTTP2_NO_ERROR ? up.rstCode : NGHTTP2_INTERNAL_ERROR);
-      }
-    });
-    // The client reset the stream or went away: cancel the application's stream too.
-    stream.once('close', () => {
-      if (!up.closed && !up.destroyed) up.close(NGHTTP2_CANCEL);
-    });
-    if (!endStream) stream.pipe(up);
   }
 
   #unreachable2(stream: ServerHttp2Stream, ctx: HttpConn, grpc: boolean, err: unknown): void {

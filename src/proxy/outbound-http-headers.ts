@@ -11,39 +11,14 @@
  *   ignores the client's Host then).
  */
 import type { IncomingHttpHeaders as Http2IncomingHeaders, OutgoingHttpHeaders as Http2OutgoingHeaders } from 'node:http2';
-import { isL5dHeader } from './inbound-http-headers.js';
+import { connectionTokens, HOP_BY_HOP, isL5dHeader } from './inbound-http-headers.js';
 
-const HOP_BY_HOP: ReadonlySet<string> = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'transfer-encoding',
-  'te',
-  'upgrade',
-  'http2-settings',
-  'expect',
-  'host',
-]);
+/** Lower-case names always dropped: the HTTP/1 hop-by-hop ones, `expect`, and `host` (replaced). */
+const DROPPED: ReadonlySet<string> = new Set([...HOP_BY_HOP, 'expect', 'host']);
 
 /** True for `proxy-*` in any case. */
 function isProxyHeader(name: string): boolean {
   return name.length > 6 && name.slice(0, 6).toLowerCase() === 'proxy-';
-}
-
-/** The lower-case tokens of every `connection` header in flat raw pairs. */
-function connectionTokens(raw: readonly string[]): Set<string> | undefined {
-  let tokens: Set<string> | undefined;
-  for (let i = 0; i + 1 < raw.length; i += 2) {
-    const name = raw[i] as string;
-    if (name.length !== 10 || name.toLowerCase() !== 'connection') continue;
-    for (const t of (raw[i + 1] as string).split(',')) {
-      const token = t.trim().toLowerCase();
-      if (token === '' || token === 'keep-alive' || token === 'close') continue;
-      tokens ??= new Set();
-      tokens.add(token);
-    }
-  }
-  return tokens;
 }
 
 /**
@@ -57,7 +32,7 @@ export function filterOutboundRequest1(raw: readonly string[], authority: string
     const name = raw[i] as string;
     if (isL5dHeader(name) || isProxyHeader(name)) continue;
     const lower = name.toLowerCase();
-    if (HOP_BY_HOP.has(lower) || named?.has(lower) === true) continue;
+    if (DROPPED.has(lower) || named?.has(lower) === true) continue;
     out.push(name, raw[i + 1] as string);
   }
   return out;

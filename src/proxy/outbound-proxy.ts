@@ -40,7 +40,6 @@ import {
   type Http2Server,
   type Http2Session,
   constants as h2constants,
-  type IncomingHttpStatusHeader,
   type ServerHttp2Stream,
 } from 'node:http2';
 import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
@@ -49,7 +48,9 @@ import type { DestinationEndpoint } from '../api/index.js';
 import { DETECT_TIMEOUT_MS } from '../core/index.js';
 import { errorMessage, type Logger, MeshError, silentLogger } from '../shared/index.js';
 import { detectHttp, HTTP1_MAX_REQUEST_LINE_BYTES } from './detect-http.js';
-import { filterHttp1Response, filterHttp2Response, grpcMessage, L5D_PROXY_ERROR, pairsOf, safeHeaderValue } from './inbound-http-headers.js';
+import { relayHttp1Body, relayHttp2 } from './http-relay.js';
+import { pipeBoth } from './inbound-forward.js';
+import { filterHttp1Response, grpcMessage, L5D_PROXY_ERROR, safeHeaderValue } from './inbound-http-headers.js';
 import { EndpointLoad, pickP2C } from './outbound-balancer.js';
 import type { OutboundConnectError, OutboundConnectFailure, OutboundConnector, OutboundProtocol } from './outbound-connector.js';
 import { filterOutboundRequest1, filterOutboundRequest2, parseAbsoluteForm } from './outbound-http-headers.js';
@@ -122,7 +123,7 @@ export interface OutboundProxyOptions {
   readonly logger?: Logger;
 }
 
-const { NGHTTP2_CANCEL, NGHTTP2_INTERNAL_ERROR, NGHTTP2_NO_ERROR } = h2constants;
+const { NGHTTP2_INTERNAL_ERROR } = h2constants;
 const END_STREAM = h2constants.NGHTTP2_FLAG_END_STREAM;
 const GRPC_UNAVAILABLE = 14;
 const GRPC_UNIMPLEMENTED = 12;
@@ -166,28 +167,6 @@ function endpointsOf(r: OutboundResolution): { readonly endpoints: readonly Dest
     case 'unavailable':
       return { failure: { status: 503, reason: 'destination unavailable', detail: r.reason } };
   }
-}
-
-/** A socket closed cleanly: it got the peer's FIN and flushed what was written (see inbound-forward). */
-function isCleanlyClosed(s: Socket): boolean {
-  return s.readableEnded && s.writableFinished;
-}
-
-/** Pipes two half-open sockets both ways; an unclean close of either takes the other down. */
-function pipeBoth(client: Socket, upstream: Socket): void {
-  client.on('error', () => upstream.destroy());
-  upstream.on('error', () => client.destroy());
-  upstream.on('close', () => {
-    if (!isCleanlyClosed(upstream)) client.destroy();
-  });
-  client.on('close', () => {
-    if (!isCleanlyClosed(client)) upstream.destroy();
-  });
-  client.setNoDelay(true);
-  client.pipe(upstream);
-  upstream.pipe(client);
-  if (client.destroyed) upstream.destroy();
-  if (upstream.destroyed) client.destroy();
 }
 
 /**
@@ -463,22 +442,11 @@ export class OutboundProxy {
         this.#reply1(res, { status: 502, reason: 'endpoint failed', detail: `unrelayable response headers: ${errorMessage(e)}` });
         return;
       }
-      ures.pipe(res, { end: false });
-      ures.once('end', () => {
-        if (ures.rawTrailers.length > 0) res.addTrailers(pairsOf(ures.rawTrailers));
-        res.end();
-      });
-      ures.once('close', () => {
-        if (ures.complete || res.writableEnded || res.destroyed) return;
-        this.#error('response aborted');
-        res.destroy();
-      });
+      relayHttp1Body(ures, res, () => this.#error('response aborted'));
     });
     up.on('error', (err: Error) => {
       if (!connected && isConnectError(err)) {
-        this.#logConnectFailure(ep, err);
-        if (failed === undefined && err.reason !== 'no certificate' && endpoints.length > 1) {
-          this.#retries++;
+        if (this.#retryAfter(ep, err, endpoints, failed)) {
           this.#send1(req, res, endpoints, path, headers, new Set([ep]));
           return;
         }
@@ -516,6 +484,22 @@ export class OutboundProxy {
       [L5D_PROXY_ERROR]: safeHeaderValue(f.detail),
     });
     res.end(body);
+  }
+
+  /**
+   * Logs a failure to connect to `ep`; true (counted as a retry) when the request or tunnel goes
+   * to another endpoint: once, not for a missing certificate, and only when there is another one.
+   */
+  #retryAfter(
+    ep: DestinationEndpoint,
+    err: OutboundConnectError,
+    endpoints: readonly DestinationEndpoint[],
+    failed: ReadonlySet<DestinationEndpoint> | undefined,
+  ): boolean {
+    this.#logConnectFailure(ep, err);
+    if (failed !== undefined || err.reason === 'no certificate' || endpoints.length <= 1) return false;
+    this.#retries++;
+    return true;
   }
 
   #logConnectFailure(ep: DestinationEndpoint, err: OutboundConnectError): void {
@@ -581,9 +565,7 @@ export class OutboundProxy {
           this.#replyTunnel(client, { status: 502, reason: 'connect failed', detail: errorMessage(e) });
           return;
         }
-        this.#logConnectFailure(ep, e);
-        if (failed === undefined && e.reason !== 'no certificate' && endpoints.length > 1) {
-          this.#retries++;
+        if (this.#retryAfter(ep, e, endpoints, failed)) {
           failed = new Set([ep]);
           continue;
         }
@@ -693,9 +675,7 @@ export class OutboundProxy {
           this.#reply2(stream, grpc, { status: 502, reason: 'connect failed', detail: errorMessage(e) }, GRPC_UNAVAILABLE);
           return;
         }
-        this.#logConnectFailure(ep, e);
-        if (failed === undefined && e.reason !== 'no certificate' && endpoints.length > 1) {
-          this.#retries++;
+        if (this.#retryAfter(ep, e, endpoints, failed)) {
           failed = new Set([ep]);
           continue;
         }
@@ -712,48 +692,17 @@ export class OutboundProxy {
       return;
     }
     const done = this.#load.startRequest(this.#key(ep));
-    let upError: Error | undefined;
-    let trailers: Http2IncomingHeaders | undefined;
-    up.on('error', (err: Error) => {
-      upError ??= err;
-    });
-    up.on('response', (h: Http2IncomingHeaders & IncomingHttpStatusHeader, responseFlags: number) => {
-      if (stream.destroyed || stream.closed) return;
-      const headersOnly = (responseFlags & END_STREAM) !== 0;
-      try {
-        stream.respond(filterHttp2Response(h), headersOnly ? { endStream: true } : { waitForTrailers: true });
-      } catch (e) {
-        up.close(NGHTTP2_CANCEL);
-        this.#reply2(stream, grpc, { status: 502, reason: 'endpoint failed', detail: `unrelayable response headers: ${errorMessage(e)}` }, GRPC_UNAVAILABLE);
-        return;
-      }
-      if (!headersOnly) up.pipe(stream);
-    });
-    up.on('trailers', (t: Http2IncomingHeaders) => {
-      trailers = t;
-    });
-    stream.on('wantTrailers', () => {
-      try {
-        stream.sendTrailers(trailers === undefined ? {} : filterHttp2Response(trailers));
-      } catch {
-        stream.close(NGHTTP2_INTERNAL_ERROR);
-      }
-    });
-    up.once('close', () => {
-      done();
-      if (stream.destroyed || stream.closed) return;
-      if (!stream.headersSent) {
-        const detail = `the endpoint failed before responding: ${upError?.message ?? `stream reset (code ${up.rstCode})`}`;
+    // Before relayHttp2's listener: the request is counted down before anything is answered.
+    up.once('close', done);
+    relayHttp2(stream, up, endStream, {
+      unrelayable: (e) =>
+        this.#reply2(stream, grpc, { status: 502, reason: 'endpoint failed', detail: `unrelayable response headers: ${errorMessage(e)}` }, GRPC_UNAVAILABLE),
+      failedBeforeResponse: (err) => {
+        const detail = `the endpoint failed before responding: ${err?.message ?? `stream reset (code ${up.rstCode})`}`;
         this.#reply2(stream, grpc, { status: 502, reason: 'endpoint failed', detail }, GRPC_UNAVAILABLE);
-      } else if (upError !== undefined || (up.rstCode !== undefined && up.rstCode !== NGHTTP2_NO_ERROR)) {
-        this.#error('response aborted');
-        stream.close(up.rstCode !== undefined && up.rstCode !== NGHTTP2_NO_ERROR ? up.rstCode : NGHTTP2_INTERNAL_ERROR);
-      }
+      },
+      aborted: () => this.#error('response aborted'),
     });
-    stream.once('close', () => {
-      if (!up.closed && !up.destroyed) up.close(NGHTTP2_CANCEL);
-    });
-    if (!endStream) stream.pipe(up);
   }
 
   /** A response of the proxy's own on an HTTP/2 stream (gRPC: trailers-only with `grpcStatus`). */

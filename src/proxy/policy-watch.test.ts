@@ -5,19 +5,12 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import {
-  type GrpcServerHandle,
-  InboundPolicyClient,
-  inboundPolicyService,
-  type StreamHandlers,
-  startGrpcServer,
-  type WatchableCell,
-  type WireResult,
-} from '../api/index.js';
+import { type GrpcServerHandle, InboundPolicyClient, inboundPolicyService, type StreamHandlers, startGrpcServer, type WireResult } from '../api/index.js';
 import { type Authorization, authorizeConnection, type CompiledServer, clientInfo, deepEqual, type InboundServer } from '../core/index.js';
 import type { Timers } from '../identity/index.js';
 import { hasCode } from '../shared/index.js';
 import { waitFor, within } from './identity-test-helpers.js';
+import { FakeDiscovery } from './policy-test-helpers.js';
 import { type PolicyWatchClient, PolicyWatcher, type PolicyWatcherOptions } from './policy-watch.js';
 
 // === fixtures ===
@@ -40,41 +33,6 @@ const mkServer = (name: string, identities: string[] = []): InboundServer => ({
 
 const WEB_ID = 'web.emojivoto.serviceaccount.identity.linkerd.cluster.local';
 const BOT_ID = 'vote-bot.emojivoto.serviceaccount.identity.linkerd.cluster.local';
-
-/** A latest-value cell like the index's PolicyCell. */
-class FakeCell implements WatchableCell {
-  value: InboundServer;
-  readonly listeners = new Set<(v: InboundServer) => void>();
-  constructor(value: InboundServer) {
-    this.value = value;
-  }
-  subscribe(listener: (v: InboundServer) => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
-  }
-  publish(next: InboundServer): void {
-    if (deepEqual(next, this.value)) return;
-    this.value = next;
-    for (const l of this.listeners) l(next);
-  }
-}
-
-class FakeDiscovery {
-  readonly cells = new Map<string, FakeCell>();
-  add(ns: string, pod: string, port: number, value: InboundServer): FakeCell {
-    const cell = new FakeCell(value);
-    this.cells.set(`${ns}/${pod}:${port}`, cell);
-    return cell;
-  }
-  lookup(ns: string, pod: string, port: number): FakeCell | undefined {
-    return this.cells.get(`${ns}/${pod}:${port}`);
-  }
-  get subscribers(): number {
-    let n = 0;
-    for (const c of this.cells.values()) n += c.listeners.size;
-    return n;
-  }
-}
 
 /** Real timers that count what is pending. */
 class CountingTimers implements Timers {

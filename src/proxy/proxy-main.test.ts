@@ -14,11 +14,12 @@ import { type AddressInfo, createServer as createTcpServer, connect as netConnec
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { type TLSSocket, connect as tlsConnect } from 'node:tls';
-import { type GrpcServerHandle, identityService, inboundPolicyService, serverToProtoJson, startGrpcServer, type WatchableCell } from '../api/index.js';
-import { type Authorization, deepEqual, defaultMeta, type InboundServer } from '../core/index.js';
+import { type GrpcServerHandle, identityService, inboundPolicyService, serverToProtoJson, startGrpcServer } from '../api/index.js';
+import { type Authorization, defaultMeta, type InboundServer } from '../core/index.js';
 import type { WorkloadCertificate } from '../identity/index.js';
 import { createRegistry } from '../shared/index.js';
 import { mkTestMesh, TempDirs, type TestMesh, waitFor, within } from './identity-test-helpers.js';
+import { FakeDiscovery } from './policy-test-helpers.js';
 import { type RunningProxy, startProxy } from './proxy-main.js';
 import { MeshTlsContext, TRANSPORT_HEADER_ALPN } from './tls-context.js';
 import { encodeTransportHeader, type TransportHeader } from './transport-header.js';
@@ -30,29 +31,10 @@ const CP = 'linkerd.serviceaccount.identity.linkerd.cluster.local';
 
 // === fixtures ===
 
-class FakeCell implements WatchableCell {
-  value: InboundServer;
-  readonly listeners = new Set<(v: InboundServer) => void>();
-  constructor(value: InboundServer) {
-    this.value = value;
-  }
-  subscribe(listener: (v: InboundServer) => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
-  }
-  publish(next: InboundServer): void {
-    if (deepEqual(next, this.value)) return;
-    this.value = next;
-    for (const l of this.listeners) l(next);
-  }
-}
-
-const cells = new Map<string, FakeCell>();
-const discovery = { lookup: (ns: string, pod: string, port: number) => cells.get(`${ns}/${pod}:${port}`) };
+const discovery = new FakeDiscovery();
 function setPolicy(port: number, value: InboundServer): void {
-  const key = `emojivoto/web-0:${port}`;
-  const cell = cells.get(key);
-  if (cell === undefined) cells.set(key, new FakeCell(value));
+  const cell = discovery.lookup('emojivoto', 'web-0', port);
+  if (cell === undefined) discovery.add('emojivoto', 'web-0', port, value);
   else cell.publish(value);
 }
 

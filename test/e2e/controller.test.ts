@@ -17,7 +17,7 @@ import { createServer as createTlsServer, type TLSSocket, connect as tlsConnect 
 import { DestinationClient, type DestinationEvent, GrpcError, IdentityClient, InboundPolicyClient } from '../../src/api/index.js';
 import type { InboundServer } from '../../src/core/index.js';
 import { createCsr, generateWorkloadKey, type WorkloadCertificate, WorkloadIdentity } from '../../src/identity/index.js';
-import { type ControllerPorts, controllerPorts, type WardProcess, waitFor, wardSpawn, wardSync } from './helpers.js';
+import { type ControllerPorts, controllerPorts, initWorkdir, spawnController, type WardProcess, waitFor, wardSync } from './helpers.js';
 
 const EXAMPLE = new URL('../../examples/emojivoto/', import.meta.url).pathname;
 const TD = 'cluster.local';
@@ -44,28 +44,11 @@ describe('e2e: ward controller', { timeout: 120_000 }, () => {
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'ward-e2e-'));
-    idDir = join(dir, 'identity');
-    manifests = join(dir, 'manifests');
-    const init = wardSync(['identity', 'init', '--out', idDir]);
-    assert.equal(init.status, 0, init.stderr);
+    ({ idDir, manifests } = initWorkdir(dir));
     anchor = readFileSync(join(idDir, 'ca.crt'), 'utf8');
     cpSync(join(EXAMPLE, 'app'), join(manifests, 'app'), { recursive: true });
     cpSync(join(EXAMPLE, 'policy'), join(manifests, 'policy'), { recursive: true });
-    ctl = wardSpawn([
-      'controller',
-      '--manifests',
-      manifests,
-      '--identity-dir',
-      idDir,
-      '--policy-addr',
-      '127.0.0.1:0',
-      '--identity-addr',
-      '127.0.0.1:0',
-      '--destination-addr',
-      '127.0.0.1:0',
-      '--admin-addr',
-      '127.0.0.1:0',
-    ]);
+    ctl = spawnController(manifests, idDir, '127.0.0.1');
     ports = await controllerPorts(ctl);
   });
 

@@ -2,7 +2,10 @@
  * Helpers for multi-process tests: run the real `ward` executable, wait for conditions with
  * explicit bounds, and clean up processes even when a test fails.
  */
+import assert from 'node:assert/strict';
 import { type ChildProcessWithoutNullStreams, spawn, spawnSync } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
 /** The `ward` executable of this checkout. */
@@ -66,6 +69,42 @@ export async function waitFor<T>(what: string, check: () => T | undefined | Prom
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, intervalMs));
   }
+}
+
+/**
+ * Prepares a test's directory `dir` for a controller: `identity/` written by `ward identity init`
+ * (asserted to succeed) and an empty `manifests/`.
+ */
+export function initWorkdir(dir: string): { readonly idDir: string; readonly manifests: string } {
+  const idDir = join(dir, 'identity');
+  const manifests = join(dir, 'manifests');
+  mkdirSync(manifests);
+  const init = wardSync(['identity', 'init', '--out', idDir]);
+  assert.equal(init.status, 0, init.stderr);
+  return { idDir, manifests };
+}
+
+/**
+ * Starts `ward controller` on `manifests` with the identity in `idDir`, every API on `host`: at
+ * `ports` (a restart on the same ports), by default on any free port (see {@link controllerPorts}).
+ */
+export function spawnController(manifests: string, idDir: string, host: string, ports?: ControllerPorts): WardProcess {
+  const addr = (p: number | undefined) => `${host}:${p ?? 0}`;
+  return wardSpawn([
+    'controller',
+    '--manifests',
+    manifests,
+    '--identity-dir',
+    idDir,
+    '--policy-addr',
+    addr(ports?.policy),
+    '--identity-addr',
+    addr(ports?.identity),
+    '--destination-addr',
+    addr(ports?.destination),
+    '--admin-addr',
+    addr(ports?.admin),
+  ]);
 }
 
 /** Ports a started controller reported on stderr. */

@@ -15,13 +15,13 @@
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, type Server as HttpServer, request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { type AddressInfo, connect as netConnect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { type ControllerPorts, controllerPorts, type WardProcess, waitFor, wardSpawn, wardSync } from './helpers.js';
+import { type ControllerPorts, controllerPorts, initWorkdir, spawnController, type WardProcess, waitFor, wardSpawn, wardSync } from './helpers.js';
 
 const TD = 'cluster.local';
 const HOST = '127.0.0.1';
@@ -206,27 +206,10 @@ function viaProxy(outboundPort: number, url: string): Promise<Reply> {
 describe('e2e: ward proxy outbound', { timeout: 180_000 }, () => {
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'ward-e2e-outbound-'));
-    idDir = join(dir, 'identity');
-    const manifests = join(dir, 'manifests');
-    mkdirSync(manifests);
-    const init = wardSync(['identity', 'init', '--out', idDir]);
-    assert.equal(init.status, 0, init.stderr);
-    writeFileSync(join(manifests, 'demo.yaml'), MANIFESTS);
-    ctl = wardSpawn([
-      'controller',
-      '--manifests',
-      manifests,
-      '--identity-dir',
-      idDir,
-      '--policy-addr',
-      `${HOST}:0`,
-      '--identity-addr',
-      `${HOST}:0`,
-      '--destination-addr',
-      `${HOST}:0`,
-      '--admin-addr',
-      `${HOST}:0`,
-    ]);
+    const work = initWorkdir(dir);
+    idDir = work.idDir;
+    writeFileSync(join(work.manifests, 'demo.yaml'), MANIFESTS);
+    ctl = spawnController(work.manifests, idDir, HOST);
     ctlPorts = await controllerPorts(ctl);
 
     app = createHttpServer((req, res) => {

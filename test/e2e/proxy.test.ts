@@ -11,7 +11,7 @@
 import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
 import { once } from 'node:events';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, type Server as HttpServer, request as httpRequest } from 'node:http';
 import { type AddressInfo, createServer as createTcpServer, connect as netConnect, type Socket, type Server as TcpServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -21,7 +21,7 @@ import { type TLSSocket, connect as tlsConnect } from 'node:tls';
 import { IdentityClient } from '../../src/api/index.js';
 import { createCsr, generateWorkloadKey, type WorkloadCertificate } from '../../src/identity/index.js';
 import { encodeTransportHeader, MeshTlsContext, TRANSPORT_HEADER_ALPN, type TransportHeader } from '../../src/proxy/index.js';
-import { type ControllerPorts, controllerPorts, type WardProcess, waitFor, wardSpawn, wardSync } from './helpers.js';
+import { type ControllerPorts, controllerPorts, initWorkdir, spawnController, type WardProcess, waitFor, wardSpawn, wardSync } from './helpers.js';
 
 const TD = 'cluster.local';
 const HOST = '127.0.0.1';
@@ -229,38 +229,15 @@ let clientCert: WorkloadCertificate;
 let otherCert: WorkloadCertificate;
 const extraProcesses: WardProcess[] = [];
 
-function startController(ports?: ControllerPorts): WardProcess {
-  const addr = (p: number | undefined) => `${HOST}:${p ?? 0}`;
-  return wardSpawn([
-    'controller',
-    '--manifests',
-    manifests,
-    '--identity-dir',
-    idDir,
-    '--policy-addr',
-    addr(ports?.policy),
-    '--identity-addr',
-    addr(ports?.identity),
-    '--destination-addr',
-    addr(ports?.destination),
-    '--admin-addr',
-    addr(ports?.admin),
-  ]);
-}
-
 describe('e2e: ward proxy', { timeout: 180_000 }, () => {
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'ward-e2e-proxy-'));
-    idDir = join(dir, 'identity');
-    manifests = join(dir, 'manifests');
-    mkdirSync(manifests);
-    const init = wardSync(['identity', 'init', '--out', idDir]);
-    assert.equal(init.status, 0, init.stderr);
+    ({ idDir, manifests } = initWorkdir(dir));
     anchor = readFileSync(join(idDir, 'ca.crt'), 'utf8');
     writeFileSync(join(manifests, 'app.yaml'), APP_YAML);
     writeFileSync(join(manifests, 'http-policy.yaml'), httpPolicy([CLIENT_ID]));
     writeFileSync(join(manifests, 'tcp-policy.yaml'), tcpPolicy(['*']));
-    ctl = startController();
+    ctl = spawnController(manifests, idDir, HOST);
     ctlPorts = await controllerPorts(ctl);
 
     httpApp = createHttpServer((req, res) => {
@@ -371,7 +348,7 @@ describe('e2e: ward proxy', { timeout: 180_000 }, () => {
     assert.equal((await admin('/ready')).status, 200);
 
     // Back on the same ports; then an edit admits `other` on 8080.
-    ctl = startController(ctlPorts);
+    ctl = spawnController(manifests, idDir, HOST, ctlPorts);
     await controllerPorts(ctl);
     writeFileSync(join(manifests, 'http-policy.yaml'), httpPolicy([CLIENT_ID, OTHER_ID]));
     const started = Date.now();

@@ -6,7 +6,7 @@ import type { Command } from '@commander-js/extra-typings';
 import { type ControllerListen, DEFAULT_LISTEN, type ListenAddress, startController } from '../../controller/index.js';
 import { createLogger, hasCode } from '../../shared/index.js';
 import { clusterConfig } from '../cluster-config.js';
-import { type CliIo, EXIT, UsageError } from '../io.js';
+import { type CliIo, EXIT, UsageError, untilStopped } from '../io.js';
 import { palette } from '../output.js';
 
 /** Flags of `ward controller`. */
@@ -97,20 +97,7 @@ export async function runController(flags: ControllerFlags, io: CliIo, signals: 
   io.err(
     `ward controller ready: policy :${p.policy}, identity :${p.identity}, destination :${p.destination}, admin http://${(listen.admin ?? DEFAULT_LISTEN.admin).host}:${p.admin}\n`,
   );
-  await new Promise<void>((resolve) => {
-    if (signals !== undefined) {
-      if (signals.aborted) resolve();
-      else signals.addEventListener('abort', () => resolve(), { once: true });
-      return;
-    }
-    const stop = () => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-      resolve();
-    };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
-  });
+  await untilStopped(signals);
   logger.info('shutting down');
   await running.close();
   logger.flush();

@@ -21,7 +21,7 @@ import { type Command, Option } from '@commander-js/extra-typings';
 import { isDns1123Label, isDnsName } from '../../identity/index.js';
 import { ADMIN_POLICY_PORT, type ProxyInboundPort, type ProxyOutboundOptions, type RunningProxy, startProxy } from '../../proxy/index.js';
 import { createLogger, errorMessage, hasCode } from '../../shared/index.js';
-import { type CliIo, EXIT, UsageError } from '../io.js';
+import { type CliIo, EXIT, UsageError, untilStopped } from '../io.js';
 import { palette } from '../output.js';
 import { parseListenAddress } from './controller.js';
 
@@ -230,20 +230,7 @@ export async function runProxy(flags: ProxyFlags, io: CliIo, signals: AbortSigna
   const served = p.inbound.map((i) => `${i.podPort}@${i.listenPort}->${i.appHost.includes(':') ? `[${i.appHost}]` : i.appHost}:${i.appPort}`).join(', ');
   const outboundNote = p.outbound === undefined ? '' : `, outbound :${p.outbound}`;
   io.err(`ward proxy ready: identity ${running.identity}, mesh :${p.mesh}, admin :${p.admin}, inbound ${served === '' ? 'none' : served}${outboundNote}\n`);
-  await new Promise<void>((resolve) => {
-    if (signals !== undefined) {
-      if (signals.aborted) resolve();
-      else signals.addEventListener('abort', () => resolve(), { once: true });
-      return;
-    }
-    const stop = () => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-      resolve();
-    };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
-  });
+  await untilStopped(signals);
   logger.info('shutting down');
   await running.close();
   logger.flush();
