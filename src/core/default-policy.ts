@@ -1,7 +1,7 @@
 /**
  * Default inbound policies (POLICY-SEMANTICS §2.1): the authorization each one grants.
  */
-import { type Authorization, defaultMeta, type Network } from './model.js';
+import { type Authorization, defaultMeta, type GrpcRoute, type HttpRoute, type Network } from './model.js';
 
 /** The six default policy names. */
 export const DEFAULT_POLICY_NAMES = ['all-unauthenticated', 'all-authenticated', 'cluster-unauthenticated', 'cluster-authenticated', 'deny', 'audit'] as const;
@@ -44,4 +44,30 @@ export function requireIdentity(name: DefaultPolicyName): DefaultPolicyName {
   if (name === 'all-unauthenticated') return 'all-authenticated';
   if (name === 'cluster-unauthenticated') return 'cluster-authenticated';
   return name;
+}
+
+/** The catch-all HTTP route of a default or route-less server (§3.4, §3.6): any path, server authorizations. */
+export const DEFAULT_HTTP_ROUTE: HttpRoute = {
+  meta: defaultMeta('default'),
+  hosts: [],
+  authorizations: [],
+  rules: [{ matches: [{ path: { kind: 'prefix', value: '/' }, headers: [], queryParams: [] }], filters: [] }],
+};
+
+/** The catch-all gRPC route of a gRPC server without GRPCRoutes. */
+export const DEFAULT_GRPC_ROUTE: GrpcRoute = {
+  meta: defaultMeta('default'),
+  hosts: [],
+  authorizations: [],
+  rules: [{ matches: [{ headers: [] }], filters: [] }],
+};
+
+/** The probe route (§3.6): `GET` of exactly the given paths, admitted from `networks` without authentication. */
+export function probeRoute(paths: readonly string[], networks: readonly Network[]): HttpRoute {
+  return {
+    meta: defaultMeta('probe'),
+    hosts: [],
+    authorizations: [{ meta: defaultMeta('probe'), networks, authentication: { kind: 'unauthenticated' } }],
+    rules: [{ matches: paths.map((value) => ({ path: { kind: 'exact', value }, headers: [], queryParams: [], method: 'GET' })), filters: [] }],
+  };
 }

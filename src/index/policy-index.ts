@@ -11,6 +11,8 @@
 import {
   ALL_NETWORKS,
   type Authorization,
+  DEFAULT_GRPC_ROUTE,
+  DEFAULT_HTTP_ROUTE,
   DETECT_TIMEOUT_MS,
   type DefaultPolicyName,
   deepEqual,
@@ -25,6 +27,7 @@ import {
   type Network,
   POLICY_GROUP,
   type ProxyProtocol,
+  probeRoute,
   requireIdentity,
   selectorMatches,
   serviceAccountIdentity,
@@ -722,19 +725,7 @@ export class PolicyIndex {
 
   #defaultRoutes(probePaths: readonly string[]): HttpRoute[] {
     const routes: HttpRoute[] = [DEFAULT_HTTP_ROUTE];
-    if (this.config.probeNetworks.length > 0 && probePaths.length > 0) {
-      routes.push({
-        meta: defaultMeta('probe'),
-        hosts: [],
-        authorizations: [{ meta: defaultMeta('probe'), networks: this.config.probeNetworks, authentication: { kind: 'unauthenticated' } }],
-        rules: [
-          {
-            matches: probePaths.map((path) => ({ path: { kind: 'exact', value: path }, headers: [], queryParams: [], method: 'GET' })),
-            filters: [],
-          },
-        ],
-      });
-    }
+    if (this.config.probeNetworks.length > 0 && probePaths.length > 0) routes.push(probeRoute(probePaths, this.config.probeNetworks));
     return routes;
   }
 
@@ -901,17 +892,3 @@ function compareRoutes<R extends HttpRoute | GrpcRoute>(a: RouteSpec<R>, b: Rout
   }
   return 0;
 }
-
-const DEFAULT_HTTP_ROUTE: HttpRoute = {
-  meta: defaultMeta('default'),
-  hosts: [],
-  authorizations: [],
-  rules: [{ matches: [{ path: { kind: 'prefix', value: '/' }, headers: [], queryParams: [] }], filters: [] }],
-};
-
-const DEFAULT_GRPC_ROUTE: GrpcRoute = {
-  meta: defaultMeta('default'),
-  hosts: [],
-  authorizations: [],
-  rules: [{ matches: [{ headers: [] }], filters: [] }],
-};

@@ -27,10 +27,12 @@ import {
   type ClientInfo,
   type CompiledServer,
   compileServer,
+  DEFAULT_HTTP_ROUTE,
   DETECT_TIMEOUT_MS,
   defaultMeta,
   type InboundServer,
   parseIp,
+  probeRoute,
   type RequestInfo,
   type TlsState,
 } from '../core/index.js';
@@ -54,20 +56,7 @@ export const ADMIN_FALLBACK_SERVER: InboundServer = {
   protocol: {
     kind: 'detect',
     timeoutMs: DETECT_TIMEOUT_MS,
-    httpRoutes: [
-      {
-        meta: defaultMeta('default'),
-        hosts: [],
-        authorizations: [],
-        rules: [{ matches: [{ path: { kind: 'prefix', value: '/' }, headers: [], queryParams: [] }], filters: [] }],
-      },
-      {
-        meta: defaultMeta('probe'),
-        hosts: [],
-        authorizations: [{ meta: defaultMeta('probe'), networks: ALL_NETWORKS, authentication: { kind: 'unauthenticated' } }],
-        rules: [{ matches: ADMIN_PROBE_PATHS.map((value) => ({ path: { kind: 'exact', value }, headers: [], queryParams: [], method: 'GET' })), filters: [] }],
-      },
-    ],
+    httpRoutes: [DEFAULT_HTTP_ROUTE, probeRoute(ADMIN_PROBE_PATHS, ALL_NETWORKS)],
   },
   authorizations: [],
 };
