@@ -19,7 +19,8 @@ export interface ClusterSettings {
   readonly controlPlaneNamespace?: string | undefined;
 }
 
-function networks(value: string | readonly string[] | undefined, fallback: string, what: string): Network[] {
+/** Parses a comma-separated CIDR list (or the `fallback` list); throws `UsageError` naming `what`. */
+export function networks(value: string | readonly string[] | undefined, fallback: string, what: string): Network[] {
   const list = value === undefined ? fallback.split(',') : typeof value === 'string' ? value.split(',') : value;
   return list
     .map((s) => s.trim())

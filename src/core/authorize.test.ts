@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { authorizeConnection, authorizeRequest, type ClientInfo, compileServer, reauthorizeConnection, type TlsState } from './authorize.js';
+import { authorizeConnection, authorizeRequest, type ClientInfo, compileServer, localhostAuthz, reauthorizeConnection, type TlsState } from './authorize.js';
 import { ALL_NETWORKS } from './default-policy.js';
 import { traceRequest } from './explain.js';
 import { parseCidr, parseIp } from './ip.js';
@@ -69,6 +69,15 @@ describe('networks and localhost', () => {
     assert.equal(local.allowed && local.authz.name, 'localhost');
     const local6 = authorizeConnection(compileServer(mkServer([])), client('::1'));
     assert.equal(local6.allowed && local6.authz.name, 'localhost');
+  });
+  it('local mode narrows the localhost authorization to the pod address', () => {
+    const s = compileServer(mkServer([]), { localhost: localhostAuthz([{ net: parseCidr('127.20.0.5/32')!, except: [] }]) });
+    const own = authorizeConnection(s, client('127.20.0.5'));
+    assert.equal(own.allowed && own.authz.name, 'localhost');
+    // The host and the other pods share the loopback, so they are not "localhost" for this pod.
+    assert.equal(authorizeConnection(s, client('127.0.0.1')).allowed, false);
+    assert.equal(authorizeConnection(s, client('::1')).allowed, false);
+    assert.equal(authorizeRequest(s, client('127.20.0.6'), get('/')).allowed, false);
   });
   it('an authorization without networks makes the policy invalid and fails closed', () => {
     const s = compileServer(mkServer([mkAuthz('broken', { kind: 'unauthenticated' }, [])]));

@@ -12,7 +12,7 @@
 
 import { isUriIdentity } from './identity-name.js';
 import { type ParsedIp, parseIp } from './ip.js';
-import { type Authorization, type ClientAuthentication, defaultMeta, httpRoutesOf, type InboundServer, type Meta } from './model.js';
+import { type Authorization, type ClientAuthentication, defaultMeta, httpRoutesOf, type InboundServer, type Meta, type Network } from './model.js';
 import { NetworkSet } from './network-match.js';
 import {
   type CompiledGrpcRoute,
@@ -144,6 +144,20 @@ export function compileAuthz(authz: Authorization): CompiledAuthz {
 
 const COMPILED_LOCALHOST = compileAuthz(LOCALHOST_AUTHZ);
 
+/** Options of {@link compileServer}. */
+export interface CompileServerOptions {
+  /**
+   * The proxy-added `default:localhost` authorization, compiled (default: 127.0.0.1 and ::1). Local
+   * mode narrows it to the pod's own address, since every pod shares the host's loopback.
+   */
+  readonly localhost?: CompiledAuthz;
+}
+
+/** A `default:localhost` authorization for the given networks (see {@link CompileServerOptions}). */
+export function localhostAuthz(networks: readonly Network[]): CompiledAuthz {
+  return compileAuthz({ ...LOCALHOST_AUTHZ, networks: [...networks] });
+}
+
 function invalidReason(authzs: readonly Authorization[]): string | undefined {
   for (const a of authzs) {
     if (a.networks.length === 0) return `authorization ${a.meta.kind}/${a.meta.name} has no networks`;
@@ -156,8 +170,8 @@ function invalidReason(authzs: readonly Authorization[]): string | undefined {
  * authorization without networks, a regex that does not compile) yields an `invalid` server
  * that fails closed.
  */
-export function compileServer(server: InboundServer): CompiledServer {
-  const serverAuthzs = [...server.authorizations.map(compileAuthz), COMPILED_LOCALHOST];
+export function compileServer(server: InboundServer, opts?: CompileServerOptions): CompiledServer {
+  const serverAuthzs = [...server.authorizations.map(compileAuthz), opts?.localhost ?? COMPILED_LOCALHOST];
   const routeData = (r: { authorizations: readonly Authorization[] }): RouteData => ({
     authzs: r.authorizations.length === 0 ? serverAuthzs : [...r.authorizations.map(compileAuthz), ...serverAuthzs],
   });

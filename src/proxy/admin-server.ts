@@ -26,6 +26,7 @@ import {
   authorizeRequest,
   type ClientInfo,
   type CompiledServer,
+  type CompileServerOptions,
   compileServer,
   DEFAULT_HTTP_ROUTE,
   DETECT_TIMEOUT_MS,
@@ -77,10 +78,11 @@ export interface AdminServerOptions {
   /** Decision hooks (the same counters as the inbound proxy's, with port 4191). */
   readonly metrics?: InboundMetricsHooks;
   readonly logger?: Logger;
+  /** How the fallback policy is compiled (as the watched policies are). */
+  readonly compile?: CompileServerOptions;
 }
 
 const NO_TLS: TlsState = Object.freeze({ kind: 'none', reason: 'no_tls_from_remote' });
-const FALLBACK = compileServer(ADMIN_FALLBACK_SERVER);
 const TEXT = 'text/plain; charset=utf-8';
 
 /**
@@ -93,6 +95,7 @@ export class AdminServer {
   readonly #log: Logger;
   readonly #hooks: InboundMetricsHooks;
   readonly #server: Server;
+  readonly #fallback: CompiledServer;
   readonly #clients = new WeakMap<Socket, ClientInfo>();
   #port: number | undefined;
   #closed = false;
@@ -102,6 +105,7 @@ export class AdminServer {
     this.#opts = opts;
     this.#log = opts.logger ?? silentLogger();
     this.#hooks = opts.metrics ?? {};
+    this.#fallback = compileServer(ADMIN_FALLBACK_SERVER, opts.compile);
     this.#server = createServer({
       headersTimeout: 10_000,
       requestTimeout: 30_000,
@@ -162,7 +166,7 @@ export class AdminServer {
     }
     const path = req.url ?? '/';
     const request: RequestInfo = { method: req.method ?? 'GET', path, authority: req.headers.host, headers: req.headers };
-    const policy = this.#opts.policies.current(ADMIN_POLICY_PORT) ?? FALLBACK;
+    const policy = this.#opts.policies.current(ADMIN_POLICY_PORT) ?? this.#fallback;
     const d = authorizeRequest(policy, client, request);
     const port = ADMIN_POLICY_PORT;
     if (!d.allowed) {

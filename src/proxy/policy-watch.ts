@@ -5,7 +5,7 @@
  * never received a policy has none, and the proxy must fail closed on it.
  */
 import type { StreamHandlers, WireResult } from '../api/index.js';
-import { type CompiledServer, compileServer, deepEqual, type InboundServer } from '../core/index.js';
+import { type CompiledServer, type CompileServerOptions, compileServer, deepEqual, type InboundServer } from '../core/index.js';
 import { Backoff, type BackoffOptions, errorMessage, type Logger, MeshError, silentLogger, type Timers, UNREF_TIMERS } from '../shared/index.js';
 
 /** What the watcher needs of an inbound policy client (structurally, `InboundPolicyClient`). */
@@ -34,6 +34,8 @@ export interface PolicyWatcherOptions {
   readonly timers?: Timers;
   /** Called for every published change on any port, before the port's subscribers. */
   readonly onUpdate?: (port: number, next: CompiledServer, previous: CompiledServer | undefined) => void;
+  /** How each policy is compiled (local mode narrows the proxy-added localhost authorization). */
+  readonly compile?: CompileServerOptions;
 }
 
 const DEFAULT_BACKOFF: BackoffOptions = { minMs: 100, maxMs: 10_000 };
@@ -66,6 +68,7 @@ export class PolicyWatcher {
   readonly #log: Logger;
   readonly #timers: Timers;
   readonly #onUpdate: PolicyWatcherOptions['onUpdate'];
+  readonly #compile: CompileServerOptions | undefined;
   readonly #ports = new Map<number, PortWatch>();
   readonly #readyWaiters = new Set<{ resolve: () => void; reject: (e: unknown) => void }>();
   #stopped = false;
@@ -75,6 +78,7 @@ export class PolicyWatcher {
     this.#client = opts.client;
     this.#workload = opts.workload;
     this.#backoff = opts.backoff ?? DEFAULT_BACKOFF;
+    this.#compile = opts.compile;
     // Fail on bad settings here rather than on the first reconnect.
     new Backoff(this.#backoff);
     this.#log = opts.logger ?? silentLogger();
@@ -229,7 +233,7 @@ export class PolicyWatcher {
     }
     const prev = w.current;
     if (prev !== undefined && deepEqual(prev.server, m.value)) return;
-    const next = compileServer(m.value);
+    const next = compileServer(m.value, this.#compile);
     if (next.invalid !== undefined) this.#log.warn({ workload: this.#workload, port: w.port, err: next.invalid }, 'inbound policy is unusable; failing closed');
     w.previous = prev;
     w.current = next;

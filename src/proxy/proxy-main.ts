@@ -26,7 +26,7 @@
 import { X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { DestinationClient, InboundPolicyClient, serverToProtoJson } from '../api/index.js';
-import { serviceAccountIdentity } from '../core/index.js';
+import { type CompileServerOptions, localhostAuthz, type Network, serviceAccountIdentity } from '../core/index.js';
 import type { WorkloadCertificate } from '../identity/index.js';
 import { Backoff, type BackoffOptions, createRegistry, errorMessage, type Logger, MeshError, type Registry, silentLogger } from '../shared/index.js';
 import { ADMIN_POLICY_PORT, AdminServer } from './admin-server.js';
@@ -98,6 +98,11 @@ export interface ProxyOptions {
   readonly admin: ProxyListenAddress;
   /** The outbound forward proxy; none when undefined. */
   readonly outbound?: ProxyOutboundOptions;
+  /**
+   * Who the proxy-added `default:localhost` authorization admits (default 127.0.0.1 and ::1).
+   * Local mode sets the pod's own address: every pod shares the host's loopback there.
+   */
+  readonly localhostNetworks?: readonly Network[];
   readonly logger?: Logger;
   /** Where metrics are registered (default: a fresh registry with the process metrics). */
   readonly registry?: Registry;
@@ -264,12 +269,14 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
     for (const w of readyWaiters) w.resolve();
     readyWaiters.clear();
   };
+  const compile: CompileServerOptions | undefined = opts.localhostNetworks !== undefined ? { localhost: localhostAuthz(opts.localhostNetworks) } : undefined;
   const watcher = new PolicyWatcher({
     client: policyClient,
     workload: JSON.stringify({ ns: opts.namespace, pod: opts.pod }),
     ports: [...podPorts, ADMIN_POLICY_PORT],
     backoff: opts.policyBackoff ?? DEFAULT_POLICY_BACKOFF,
     logger: log,
+    ...(compile !== undefined ? { compile } : {}),
     onUpdate: (port, next) => {
       const m = next.server.meta;
       log.info({ port, server: `${m.kind}:${m.name}`, authorizations: next.server.authorizations.length, invalid: next.invalid }, 'inbound policy in force');
@@ -349,6 +356,7 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
     debugPolicies,
     metrics: metrics.hooks,
     logger: log,
+    ...(compile !== undefined ? { compile } : {}),
   });
 
   const outbound = opts.outbound === undefined ? undefined : makeOutbound(opts.outbound, opts, tls, log);

@@ -21,6 +21,7 @@ import { type Command, Option } from '@commander-js/extra-typings';
 import { isDns1123Label, isDnsName } from '../../identity/index.js';
 import { ADMIN_POLICY_PORT, type ProxyInboundPort, type ProxyOutboundOptions, type RunningProxy, startProxy } from '../../proxy/index.js';
 import { createLogger, errorMessage, hasCode } from '../../shared/index.js';
+import { networks } from '../cluster-config.js';
 import { type CliIo, EXIT, UsageError, untilStopped } from '../io.js';
 import { palette } from '../output.js';
 import { parseListenAddress } from './controller.js';
@@ -44,6 +45,8 @@ export interface ProxyFlags {
   readonly destinationAddr?: string;
   readonly clusterDomain?: string;
   readonly meshPortOverride?: readonly string[];
+  /** Comma-separated CIDRs the proxy-added localhost authorization admits. */
+  readonly localhostNetworks?: string;
   readonly logLevel?: string;
 }
 
@@ -159,6 +162,10 @@ export function registerProxyCommand(program: Command, io: CliIo, result: { stat
         .default([] as string[])
         .hideHelp(),
     )
+    .option(
+      '--localhost-networks <cidrs>',
+      "who the proxy-added default:localhost authorization admits (default 127.0.0.1/32,::1/128; local mode: the pod's own address)",
+    )
     .option('--log-level <level>', `log level: ${LEVELS.join(', ')} (default info; WARD_LOG overrides)`)
     .action(async (opts) => {
       result.status = await runProxy(opts as unknown as ProxyFlags, io, signals);
@@ -189,6 +196,8 @@ export async function runProxy(flags: ProxyFlags, io: CliIo, signals: AbortSigna
   }
   const appHosts = new Set(inbound.map((p) => p.appHost));
   if (appHosts.size > 1) throw new UsageError(`--inbound: every application must be on one host (the pod's private address), got ${[...appHosts].join(', ')}`);
+  const localhostNetworks = flags.localhostNetworks === undefined ? undefined : networks(flags.localhostNetworks, '', '--localhost-networks');
+  if (localhostNetworks !== undefined && localhostNetworks.length === 0) throw new UsageError('--localhost-networks: give at least one CIDR');
   const trustAnchorsPem = readFlagFile(flags.trustAnchors, '--trust-anchors');
   readFlagFile(flags.tokenFile, '--token-file');
 
@@ -211,6 +220,7 @@ export async function runProxy(flags: ProxyFlags, io: CliIo, signals: AbortSigna
       mesh,
       admin,
       ...(outbound !== undefined ? { outbound } : {}),
+      ...(localhostNetworks !== undefined ? { localhostNetworks } : {}),
       logger,
     });
   } catch (e) {
