@@ -2,7 +2,6 @@
  * The CLI's view of the terminal, injectable so commands run in-process in tests.
  */
 import { readFileSync } from 'node:fs';
-import { QueryError } from '../index/index.js';
 
 /** Where a command writes and what it knows about the terminal. */
 export interface CliIo {
@@ -67,6 +66,21 @@ export const EXIT = { ok: 0, failed: 1, usage: 2 } as const;
 
 /**
  * A usage or input error that ends the command with exit status 2. Query errors from the index
- * (unknown pod, malformed probe) are usage errors too.
+ * (unknown pod, malformed probe) end it the same way. (Not a `QueryError` subclass, so the
+ * proxy's entry point does not load the index.)
  */
-export class UsageError extends QueryError {}
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}
+
+/** Parses `HOST:PORT` (`[::1]:8090` for IPv6; `:8090` = loopback). */
+export function parseListenAddress(text: string, flag: string): { host: string; port: number } {
+  const m = /^(?:\[([^\]]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(text);
+  const port = m !== null ? Number(m[3]) : Number.NaN;
+  if (m === null || !(port >= 0 && port <= 65535)) throw new UsageError(`${flag} "${text}" is not HOST:PORT (e.g. 127.0.0.1:8090, [::1]:8090, 0.0.0.0:8090)`);
+  const host = m[1] ?? (m[2] === '' ? '127.0.0.1' : (m[2] as string));
+  return { host, port };
+}

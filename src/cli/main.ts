@@ -219,7 +219,7 @@ export async function main(argv: readonly string[], io: CliIo = processIo(pc.isC
       if (e.code === 'commander.helpDisplayed' || e.code === 'commander.version' || e.code === 'commander.help') return EXIT.ok;
       return EXIT.usage;
     }
-    if (e instanceof QueryError) {
+    if (e instanceof QueryError || e instanceof UsageError) {
       io.err(`${palette(io.color).red('error')}: ${e.message}\n`);
       return EXIT.usage;
     }

@@ -6,8 +6,11 @@ import type { Command } from '@commander-js/extra-typings';
 import { type ControllerListen, DEFAULT_LISTEN, type ListenAddress, startController } from '../../controller/index.js';
 import { createLogger, hasCode } from '../../shared/index.js';
 import { clusterConfig } from '../cluster-config.js';
-import { type CliIo, EXIT, UsageError, untilStopped } from '../io.js';
+import { type CliIo, EXIT, parseListenAddress, UsageError, untilStopped } from '../io.js';
 import { palette } from '../output.js';
+
+/** @deprecated moved to cli/io; kept while callers move. */
+export { parseListenAddress } from '../io.js';
 
 /** Flags of `ward controller`. */
 export interface ControllerFlags {
@@ -25,15 +28,6 @@ export interface ControllerFlags {
   readonly adminAddr?: string;
   readonly grpcPlaintext?: boolean;
   readonly logLevel?: string;
-}
-
-/** Parses `HOST:PORT` (`[::1]:8090` for IPv6; `:8090` = loopback). */
-export function parseListenAddress(text: string, flag: string): ListenAddress {
-  const m = /^(?:\[([^\]]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(text);
-  const port = m !== null ? Number(m[3]) : Number.NaN;
-  if (m === null || !(port >= 0 && port <= 65535)) throw new UsageError(`${flag} "${text}" is not HOST:PORT (e.g. 127.0.0.1:8090, [::1]:8090, 0.0.0.0:8090)`);
-  const host = m[1] ?? (m[2] === '' ? '127.0.0.1' : (m[2] as string));
-  return { host, port };
 }
 
 const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;

@@ -295,7 +295,7 @@ export function runSuite(file: string): { results: TestResult[]; diagnostics: Di
       }
       actual = evaluate(ws, { namespace: ns, pod, port: t.to.port, client: t.client, traffic: t.traffic });
     } catch (e) {
-      if (!(e instanceof QueryError)) throw e;
+      if (!(e instanceof QueryError || e instanceof UsageError)) throw e;
       error = `${r.pos(t.path).file}:${r.pos(t.path).line}:${r.pos(t.path).col}: ${e.message}`;
     }
     const passed = actual !== null && Object.entries(t.expect).every(([k, v]) => actualValue(actual as ExplainResult, k) === v);
