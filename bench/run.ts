@@ -1,5 +1,5 @@
 /**
- * Benchmark runner: `npm run bench -- <decide|detect|index|propagation|certify|mesh|all> [--json]`.
+ * Benchmark runner: `npm run bench -- <decide|detect|index|propagation|certify|mesh|metrics|all> [--json]`.
  *
  * Prints a table per suite, or with `--json` exactly one JSON object per suite and line:
  * `{"suite": "...", "results": [{"name", "nsPerOp", "opsPerSec", ...extra}]}`. Progress and
@@ -11,6 +11,7 @@ import { runDetectSuite } from './detect.js';
 import type { BenchResult, Suite } from './harness.js';
 import { runIndexSuite } from './index.js';
 import { runMeshSuite } from './mesh.js';
+import { runMetricsSuite } from './metrics.js';
 import { runPropagationSuite } from './propagation.js';
 
 const SUITES: readonly Suite[] = [
@@ -20,6 +21,7 @@ const SUITES: readonly Suite[] = [
   { name: 'propagation', run: runPropagationSuite },
   { name: 'certify', run: runCertifySuite },
   { name: 'mesh', run: runMeshSuite },
+  { name: 'metrics', run: runMetricsSuite },
 ];
 
 const USAGE = `usage: npm run bench -- <${[...SUITES.map((s) => s.name), 'all'].join('|')}> [--json]`;

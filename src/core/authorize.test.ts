@@ -195,6 +195,31 @@ describe('connections and policy changes', () => {
   });
 });
 
+describe('route filters on the decision', () => {
+  it('a permit carries the matched rule filters and the path match of its best match; a denial carries none', () => {
+    const redirect = { kind: 'requestRedirect' as const, path: { kind: 'prefix' as const, value: '/v2' } };
+    const headers = { kind: 'requestHeaderModifier' as const, add: [], set: [{ name: 'x', value: '1' }], remove: [] };
+    const route: HttpRoute = {
+      ...mkRoute('api', []),
+      authorizations: [mkAuthz('cluster', { kind: 'unauthenticated' }, CLUSTER)],
+      rules: [
+        { matches: [mkMatch({ path: { kind: 'exact', value: '/api' } }), mkMatch({ path: { kind: 'prefix', value: '/api/v1' } })], filters: [redirect] },
+        { matches: [mkMatch({ path: { kind: 'prefix', value: '/other' } })], filters: [headers] },
+      ],
+    };
+    const s = compileServer(mkServer([], [route]));
+    const d = authorizeRequest(s, client('10.1.1.1'), get('/api/v1/x'));
+    assert.equal(d.allowed, true);
+    assert.equal(d.allowed && d.filters, route.rules[0]?.filters, 'the policy array itself');
+    assert.deepEqual(d.allowed && d.pathMatch, { kind: 'prefix', value: '/api/v1' });
+    const other = authorizeRequest(s, client('10.1.1.1'), get('/other'));
+    assert.deepEqual(other.allowed && other.filters, [headers]);
+    const denied = authorizeRequest(s, client('192.0.2.1'), get('/api/v1/x'));
+    assert.equal(denied.allowed, false);
+    assert.equal('filters' in denied, false);
+  });
+});
+
 describe('trace', () => {
   it('names the first failing condition of each candidate', () => {
     const s = compileServer(

@@ -12,7 +12,17 @@
 
 import { isUriIdentity } from './identity-name.js';
 import { type ParsedIp, parseIp } from './ip.js';
-import { type Authorization, type ClientAuthentication, defaultMeta, httpRoutesOf, type InboundServer, type Meta, type Network } from './model.js';
+import {
+  type Authorization,
+  type ClientAuthentication,
+  defaultMeta,
+  httpRoutesOf,
+  type InboundServer,
+  type Meta,
+  type Network,
+  type PathMatch,
+  type RouteFilter,
+} from './model.js';
 import { NetworkSet } from './network-match.js';
 import {
   type CompiledGrpcRoute,
@@ -62,6 +72,13 @@ export interface Permit {
   readonly authz: Meta;
   /** True when the permit came from the `audit` authorization: would be denied otherwise. */
   readonly isAudit: boolean;
+  /**
+   * HTTP permits: the matched rule's filters, to apply after authorization (§4.10); the policy's
+   * own array, never copied. Absent for connection permits.
+   */
+  readonly filters?: readonly RouteFilter[];
+  /** HTTP permits on HTTP routes: the path match of the rule's best match (a redirect's prefix replacement needs it). */
+  readonly pathMatch?: PathMatch | undefined;
 }
 
 /** A denial, with the kind of response the client gets. */
@@ -276,22 +293,37 @@ export function routeRequestOf(req: RequestInfo): RouteRequest {
   };
 }
 
-/** The route chosen for a request, with its authorization list (for explain). */
+/** The route chosen for a request, with its authorization list (for explain) and the matched rule's filters. */
 export interface SelectedRoute {
   readonly meta: Meta;
   readonly ruleIndex: number;
   readonly authzs: readonly CompiledAuthz[];
+  readonly filters: readonly RouteFilter[];
+  /** The path match of the rule's best match (HTTP routes; undefined for gRPC routes and match-all rules). */
+  readonly pathMatch: PathMatch | undefined;
 }
+
+const NO_FILTERS: readonly RouteFilter[] = Object.freeze([]);
 
 /** Selects the route for a request on an HTTP-capable server; undefined when none matches. */
 export function selectRoute(cs: CompiledServer, rr: RouteRequest): SelectedRoute | undefined {
   if (cs.grpcRoutes !== undefined) {
     const sel = selectGrpcRoute(cs.grpcRoutes, rr);
-    return sel && { meta: sel.route.route.meta, ruleIndex: sel.ruleIndex, authzs: sel.route.data.authzs };
+    if (sel === undefined) return undefined;
+    const rule = sel.route.route.rules[sel.ruleIndex];
+    return { meta: sel.route.route.meta, ruleIndex: sel.ruleIndex, authzs: sel.route.data.authzs, filters: rule?.filters ?? NO_FILTERS, pathMatch: undefined };
   }
   if (cs.httpRoutes !== undefined) {
     const sel = selectHttpRoute(cs.httpRoutes, rr);
-    return sel && { meta: sel.route.route.meta, ruleIndex: sel.ruleIndex, authzs: sel.route.data.authzs };
+    if (sel === undefined) return undefined;
+    const rule = sel.route.route.rules[sel.ruleIndex];
+    return {
+      meta: sel.route.route.meta,
+      ruleIndex: sel.ruleIndex,
+      authzs: sel.route.data.authzs,
+      filters: rule?.filters ?? NO_FILTERS,
+      pathMatch: rule?.matches[sel.matchIndex]?.path,
+    };
   }
   return undefined;
 }
@@ -308,15 +340,40 @@ export function authorizeRequest(cs: CompiledServer, client: ClientInfo, req: Re
   if (cs.invalid !== undefined) {
     return { allowed: false, level: 'http', kind: 'http500', server, route: undefined, reason: `invalid policy: ${cs.invalid}` };
   }
-  const route = selectRoute(cs, routeRequestOf(req));
-  if (route === undefined) {
-    return { allowed: false, level: 'http', kind: grpc ? 'grpc5' : 'http404', server, route: undefined, reason: 'no route found for request' };
+  // Selected here rather than through selectRoute: no intermediate object per request.
+  const rr = routeRequestOf(req);
+  if (cs.grpcRoutes !== undefined) {
+    const sel = selectGrpcRoute(cs.grpcRoutes, rr);
+    if (sel === undefined) return routeNotFound(server, grpc);
+    const r = sel.route;
+    return decideOnRoute(server, grpc, client, r.route.meta, r.data.authzs, r.route.rules[sel.ruleIndex]?.filters ?? NO_FILTERS, undefined);
   }
-  const a = firstMatch(route.authzs, client);
+  const sel = selectHttpRoute(cs.httpRoutes as CompiledHttpTable<RouteData>, rr);
+  if (sel === undefined) return routeNotFound(server, grpc);
+  const r = sel.route;
+  const rule = r.route.rules[sel.ruleIndex];
+  return decideOnRoute(server, grpc, client, r.route.meta, r.data.authzs, rule?.filters ?? NO_FILTERS, rule?.matches[sel.matchIndex]?.path);
+}
+
+function routeNotFound(server: Meta, grpc: boolean): Deny {
+  return { allowed: false, level: 'http', kind: grpc ? 'grpc5' : 'http404', server, route: undefined, reason: 'no route found for request' };
+}
+
+/** The decision for a request on a selected route: its first matching authorization, or 403 / grpc-status 7. */
+function decideOnRoute(
+  server: Meta,
+  grpc: boolean,
+  client: ClientInfo,
+  route: Meta,
+  authzs: readonly CompiledAuthz[],
+  filters: readonly RouteFilter[],
+  pathMatch: PathMatch | undefined,
+): Decision {
+  const a = firstMatch(authzs, client);
   if (a === undefined) {
-    return { allowed: false, level: 'http', kind: grpc ? 'grpc7' : 'http403', server, route: route.meta, reason: 'unauthorized request on route' };
+    return { allowed: false, level: 'http', kind: grpc ? 'grpc7' : 'http403', server, route, reason: 'unauthorized request on route' };
   }
-  return { allowed: true, level: 'http', server, route: route.meta, authz: a.meta, isAudit: a.isAudit };
+  return { allowed: true, level: 'http', server, route, authz: a.meta, isAudit: a.isAudit, filters, pathMatch };
 }
 
 /**

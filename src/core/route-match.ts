@@ -224,10 +224,12 @@ export function compileHttpRoutes<T>(routes: readonly HttpRoute[], data: (r: Htt
   return { routes: compiled, always, root, hasQuery };
 }
 
-/** Result of route selection: the route and the index of the matched rule. */
+/** Result of route selection: the route, the index of the matched rule and of its best match. */
 export interface RouteSelection<R> {
   readonly route: R;
   readonly ruleIndex: number;
+  /** Index of the rule's best-scoring match; -1 for a rule without matches (it matches everything). */
+  readonly matchIndex: number;
 }
 
 /** Rule index of the last `bestHttpRule`/`bestGrpcRule` call (avoids a tuple per route). */
@@ -281,6 +283,31 @@ function consider<T>(best: Best<CompiledHttpRoute<T>>, list: readonly CompiledHt
   }
 }
 
+/**
+ * The selection of a winning route and rule, with the index of the rule's best match — found
+ * once, for the winner only (most rules have one match), rather than tracked while scoring.
+ */
+function httpSelection<T>(
+  route: CompiledHttpRoute<T>,
+  ruleIndex: number,
+  req: RouteRequest,
+  params: URLSearchParams | undefined,
+): RouteSelection<CompiledHttpRoute<T>> {
+  const matches = route.rules[ruleIndex] as readonly CompiledHttpMatch[];
+  let matchIndex = matches.length === 0 ? -1 : 0;
+  if (matches.length > 1) {
+    let best = -1;
+    for (let j = 0; j < matches.length; j++) {
+      const ms = httpMatchScore(matches[j] as CompiledHttpMatch, req, params);
+      if (ms > best) {
+        best = ms;
+        matchIndex = j;
+      }
+    }
+  }
+  return { route, ruleIndex, matchIndex };
+}
+
 /** Selects the best HTTP route for a request, or undefined when none matches. */
 export function selectHttpRoute<T>(table: CompiledHttpTable<T>, req: RouteRequest): RouteSelection<CompiledHttpRoute<T>> | undefined {
   const params = table.hasQuery && req.query !== '' ? new URLSearchParams(req.query) : undefined;
@@ -299,14 +326,15 @@ export function selectHttpRoute<T>(table: CompiledHttpTable<T>, req: RouteReques
     if (slash === -1) break;
     start = slash + 1;
   }
-  return best.route === undefined ? undefined : { route: best.route, ruleIndex: best.rule };
+  return best.route === undefined ? undefined : httpSelection(best.route, best.rule, req, params);
 }
 
 /** Route selection by a plain scan of every route in order: the oracle the trie is tested against. */
 export function selectHttpRouteByScan<T>(table: CompiledHttpTable<T>, req: RouteRequest): RouteSelection<CompiledHttpRoute<T>> | undefined {
   const best: Best<CompiledHttpRoute<T>> = { host: -1, score: -1, route: undefined, rule: -1 };
-  consider(best, table.routes, req, req.query === '' ? undefined : new URLSearchParams(req.query));
-  return best.route === undefined ? undefined : { route: best.route, ruleIndex: best.rule };
+  const params = req.query === '' ? undefined : new URLSearchParams(req.query);
+  consider(best, table.routes, req, params);
+  return best.route === undefined ? undefined : httpSelection(best.route, best.rule, req, params);
 }
 
 /** Why a route did not match a request (for explain), or undefined when it matches. */
@@ -404,7 +432,20 @@ export function selectGrpcRoute<T>(routes: readonly CompiledGrpcRoute<T>[], req:
       foundRule = lastRule;
     }
   }
-  return found === undefined ? undefined : { route: found, ruleIndex: foundRule };
+  if (found === undefined) return undefined;
+  const matches = found.rules[foundRule] as readonly CompiledGrpcMatch[];
+  let matchIndex = matches.length === 0 ? -1 : 0;
+  if (matches.length > 1) {
+    let bestScore = -1;
+    for (let j = 0; j < matches.length; j++) {
+      const ms = grpcMatchScore(matches[j] as CompiledGrpcMatch, rpc, req);
+      if (ms > bestScore) {
+        bestScore = ms;
+        matchIndex = j;
+      }
+    }
+  }
+  return { route: found, ruleIndex: foundRule, matchIndex };
 }
 
 /** Why a gRPC route did not match (for explain), or undefined when it matches. */

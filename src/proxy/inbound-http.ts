@@ -47,6 +47,13 @@
  * - The application is unreachable or fails before responding: 502 (gRPC: `grpc-status` 14); it
  *   fails mid-response: the client's response is aborted (HTTP/1 connection closed, HTTP/2 stream
  *   reset) since a truncated body must not look complete.
+ * - Route filters (§4.10, route-filters) run on permitted requests only, before anything is
+ *   forwarded: header edits change what the application receives (never `l5d-*`, so
+ *   `l5d-client-id` stays the proxy's); a redirect or an injected failure is answered by the proxy
+ *   and the application sees nothing.
+ * - Request metrics: each permitted request is reported to the recorder `onHttpRequest` returns,
+ *   once, when its exchange is over — the relayed status, the `grpc-status` of the headers or the
+ *   trailers, or why it failed (`h2(<REASON>)` for an HTTP/2 reset, else the proxy's reason).
  */
 import { createServer as createHttp1Server, type Server as Http1Server, type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
 import {
@@ -59,6 +66,7 @@ import {
   constants as h2constants,
   type ServerHttp2Stream,
 } from 'node:http2';
+import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import {
@@ -69,6 +77,7 @@ import {
   type Deny,
   isGrpcRequest,
   type Meta,
+  type Permit,
   type RequestInfo,
   type TlsState,
 } from '../core/index.js';
@@ -86,7 +95,8 @@ import {
 } from './inbound-http-headers.js';
 import { AppUpstream } from './inbound-http-upstream.js';
 import type { InboundHttpConnection } from './inbound-proxy.js';
-import { type InboundHttpErrorReason, type InboundMetricsHooks, InboundStatsCounter } from './inbound-stats.js';
+import { type InboundHttpErrorReason, type InboundHttpRecorder, type InboundMetricsHooks, InboundStatsCounter } from './inbound-stats.js';
+import { editHttp1Headers, editHttp2Headers, type FilterOutcome, runRouteFilters } from './route-filters.js';
 
 /** Tunables of the HTTP stack (every one optional). */
 export interface InboundHttpSettings {
@@ -118,6 +128,8 @@ export interface InboundHttpOptions extends InboundHttpSettings {
   readonly metrics?: InboundMetricsHooks;
   /** Where the counters go (the proxy passes its own); default: a private one. */
   readonly counter?: InboundStatsCounter;
+  /** Randomness of failure injection, in [0, 1) (default `Math.random`). */
+  readonly random?: () => number;
 }
 
 /** Default of {@link InboundHttpSettings.headersTimeoutMs}. */
@@ -127,7 +139,7 @@ export const HTTP_KEEP_ALIVE_TIMEOUT_MS = 60_000;
 /** Default of {@link InboundHttpSettings.maxHeaderBytes}. */
 export const HTTP_MAX_HEADER_BYTES = 16 * 1024;
 
-const { NGHTTP2_INTERNAL_ERROR } = h2constants;
+const { NGHTTP2_INTERNAL_ERROR, NGHTTP2_NO_ERROR } = h2constants;
 const END_STREAM = h2constants.NGHTTP2_FLAG_END_STREAM;
 
 /** gRPC status codes the proxy answers with. */
@@ -142,6 +154,76 @@ const APP_UNREACHABLE = 'connection to the application failed';
 const UPGRADE_NOT_SUPPORTED = 'protocol upgrades are not supported';
 
 function noop(): void {}
+
+/** HTTP/2 error code names by value (RFC 9113 §7), for `h2(<REASON>)` error labels. */
+const H2_REASONS: readonly string[] = [
+  'NO_ERROR',
+  'PROTOCOL_ERROR',
+  'INTERNAL_ERROR',
+  'FLOW_CONTROL_ERROR',
+  'SETTINGS_TIMEOUT',
+  'STREAM_CLOSED',
+  'FRAME_SIZE_ERROR',
+  'REFUSED_STREAM',
+  'CANCEL',
+  'COMPRESSION_ERROR',
+  'CONNECT_ERROR',
+  'ENHANCE_YOUR_CALM',
+  'INADEQUATE_SECURITY',
+  'HTTP_1_1_REQUIRED',
+];
+
+/** The error label of an HTTP/2 reset, spelled as upstream's (`h2(CANCEL)`). */
+function h2Error(code: number | undefined): string {
+  return code === undefined ? 'unclassified' : `h2(${H2_REASONS[code] ?? `UNKNOWN_${code}`})`;
+}
+
+/** A `grpc-status` header or trailer as a number; -1 when absent or not a number. */
+function grpcStatusValue(v: string | string[] | number | undefined): number {
+  const s = Array.isArray(v) ? v[0] : v;
+  if (s === undefined) return -1;
+  const n = typeof s === 'number' ? s : Number(s);
+  return Number.isInteger(n) && n >= 0 ? n : -1;
+}
+
+/** How one permitted request's exchange went, reported once to its recorder when it is over. */
+class Exchange {
+  readonly #recorder: InboundHttpRecorder;
+  readonly #startMs = performance.now();
+  #status = 0;
+  #headerGrpc = -1;
+  #trailerGrpc = -1;
+  #latencyMs = Number.NaN;
+  #error: string | undefined;
+  #ended = false;
+
+  constructor(recorder: InboundHttpRecorder) {
+    this.#recorder = recorder;
+  }
+
+  /** The response headers went to the client (`grpcStatus`: a trailers-only `grpc-status`, -1 without). */
+  head(status: number, grpcStatus: number): void {
+    if (this.#status !== 0) return;
+    this.#status = status;
+    this.#headerGrpc = grpcStatus;
+    this.#latencyMs = performance.now() - this.#startMs;
+  }
+
+  trailers(grpcStatus: number): void {
+    this.#trailerGrpc = grpcStatus;
+  }
+
+  /** The exchange failed; the first reason counts. */
+  fail(error: string): void {
+    this.#error ??= error;
+  }
+
+  end(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.#recorder.end(this.#status, this.#headerGrpc, this.#trailerGrpc, this.#error, this.#latencyMs);
+  }
+}
 
 /** One HTTP connection's facts, fixed for its lifetime. */
 interface HttpConn {
@@ -231,6 +313,7 @@ export class InboundHttp {
   readonly #counter: InboundStatsCounter;
   readonly #upstream: AppUpstream;
   readonly #headersTimeoutMs: number;
+  readonly #random: () => number;
   readonly #h1: Http1Server;
   readonly #h2: Http2Server;
   readonly #h1Conns = new WeakMap<Duplex, HttpConn>();
@@ -265,6 +348,7 @@ export class InboundHttp {
     this.#counter = opts.counter ?? new InboundStatsCounter();
     this.#upstream = new AppUpstream({ host: opts.appHost, maxSocketsPerPort: maxSockets });
     this.#headersTimeoutMs = headersTimeoutMs;
+    this.#random = opts.random ?? Math.random;
 
     this.#h1 = createHttp1Server({
       headersTimeout: headersTimeoutMs,
@@ -432,12 +516,37 @@ export class InboundHttp {
       method: req.method,
       path: req.path,
       reason: d.allowed ? undefined : d.reason,
+      kind: d.allowed ? undefined : d.kind,
     };
   }
 
   #error(ctx: HttpConn, reason: InboundHttpErrorReason): void {
     this.#counter.httpError(reason);
     this.#hooks.onHttpError?.(reason, ctx.port);
+  }
+
+  /** Reports a permitted request (`request_total`); its exchange, when its end is to be reported. */
+  #exchange(ctx: HttpConn, d: Permit, req: RequestInfo): Exchange | undefined {
+    const onRequest = this.#hooks.onHttpRequest;
+    if (onRequest === undefined) return undefined;
+    const recorder = onRequest({ port: ctx.port, client: ctx.client, decision: d, request: req });
+    return recorder === undefined ? undefined : new Exchange(recorder);
+  }
+
+  /** Runs a permit's route filters; a filter that answers or fails is logged and counted here. */
+  #filters(ctx: HttpConn, d: Permit, req: RequestInfo, ex: Exchange | undefined): FilterOutcome | undefined {
+    const filters = d.filters;
+    if (filters === undefined || filters.length === 0) return undefined;
+    const grpcRoutes = this.#policies.current(ctx.port)?.grpcRoutes !== undefined;
+    const out = runRouteFilters(filters, d.pathMatch, grpcRoutes, { authority: req.authority, path: req.path }, this.#random);
+    if (out.kind === 'invalid') {
+      this.#error(ctx, 'invalid route filter');
+      ex?.fail('invalid route filter');
+      if (this.#log.isLevelEnabled('info')) this.#log.info({ ...this.#logFields(ctx, req, d), err: out.reason }, 'inbound HTTP route filter cannot be applied');
+    } else if (out.kind === 'respond' && this.#log.isLevelEnabled('debug')) {
+      this.#log.debug({ ...this.#logFields(ctx, req, d), filter: out.filter, status: out.response.status }, 'inbound HTTP request answered by a route filter');
+    }
+    return out;
   }
 
   // -------------------------------------------------------------------------------------------
@@ -467,23 +576,47 @@ export class InboundHttp {
       this.#respond1(res, ctx, httpStatusOf(d), d.reason);
       return;
     }
+    const ex = this.#exchange(ctx, d, info);
+    if (ex !== undefined) {
+      res.once('close', () => {
+        if (!res.writableFinished) ex.fail('client disconnected');
+        ex.end();
+      });
+    }
+    let forward = headers.forward;
+    const filtered = this.#filters(ctx, d, info, ex);
+    if (filtered !== undefined) {
+      if (filtered.kind === 'invalid') {
+        this.#respond1(res, ctx, 500, filtered.reason);
+        return;
+      }
+      if (filtered.kind === 'respond') {
+        const r = filtered.response;
+        ex?.head(r.status, -1);
+        this.#respond1(res, ctx, r.status, r.message, r.location);
+        return;
+      }
+      if (filtered.edits.length > 0) forward = editHttp1Headers(forward, filtered.edits);
+    }
     if (headers.upgrade !== undefined && !isOnlyH2c(headers.upgrade)) {
       this.#error(ctx, 'upgrade not supported');
+      ex?.fail('upgrade not supported');
       this.#respond1(res, ctx, 501, UPGRADE_NOT_SUPPORTED);
       return;
     }
     if (expectsContinue) res.writeContinue();
-    if (ctx.meshedId !== undefined) headers.forward.push(L5D_CLIENT_ID, ctx.meshedId);
-    this.#forward1(req, res, ctx, method, target.path, headers.forward);
+    if (ctx.meshedId !== undefined) forward.push(L5D_CLIENT_ID, ctx.meshedId);
+    this.#forward1(req, res, ctx, method, target.path, forward, ex);
   }
 
-  /** A response of the proxy's own: empty body, the reason for meshed clients only. */
-  #respond1(res: ServerResponse, ctx: HttpConn, status: number, reason: string): void {
+  /** A response of the proxy's own: empty body, the reason for meshed clients only (and a redirect's `location`). */
+  #respond1(res: ServerResponse, ctx: HttpConn, status: number, reason: string, location?: string): void {
     if (res.headersSent) {
       res.destroy();
       return;
     }
     const headers = ['content-length', '0'];
+    if (location !== undefined) headers.push('location', location);
     if (ctx.meshedId !== undefined) headers.push(L5D_PROXY_ERROR, safeHeaderValue(reason));
     res.writeHead(status, headers);
     res.end();
@@ -507,7 +640,15 @@ export class InboundHttp {
     req.once('close', clear);
   }
 
-  #forward1(req: IncomingMessage, res: ServerResponse, ctx: HttpConn, method: string, path: string, headers: readonly string[]): void {
+  #forward1(
+    req: IncomingMessage,
+    res: ServerResponse,
+    ctx: HttpConn,
+    method: string,
+    path: string,
+    headers: readonly string[],
+    ex: Exchange | undefined,
+  ): void {
     const up = this.#upstream.request1(ctx.appPort, method, path, headers);
     up.on('response', (ures: IncomingMessage) => {
       if (res.destroyed) {
@@ -520,20 +661,30 @@ export class InboundHttp {
         // A response node refuses to relay (e.g. an invalid status): a bad gateway.
         ures.destroy();
         this.#error(ctx, 'app unreachable');
+        ex?.fail('app unreachable');
         if (this.#log.isLevelEnabled('debug')) this.#log.debug({ port: ctx.port, err: errorMessage(e) }, 'inbound HTTP response not relayable');
         this.#respond1(res, ctx, 502, APP_UNREACHABLE);
         return;
       }
-      relayHttp1Body(ures, res, () => this.#error(ctx, 'app response aborted'));
+      if (ex !== undefined) {
+        ex.head(res.statusCode, grpcStatusValue(ures.headers['grpc-status']));
+        ures.once('end', () => ex.trailers(grpcStatusValue(ures.trailers['grpc-status'])));
+      }
+      relayHttp1Body(ures, res, () => {
+        this.#error(ctx, 'app response aborted');
+        ex?.fail('app response aborted');
+      });
     });
     up.on('error', (err: Error) => {
       if (res.writableEnded || res.destroyed) return;
       if (res.headersSent) {
         this.#error(ctx, 'app response aborted');
+        ex?.fail('app response aborted');
         res.destroy();
         return;
       }
       this.#error(ctx, 'app unreachable');
+      ex?.fail('app unreachable');
       if (this.#log.isLevelEnabled('debug'))
         this.#log.debug({ port: ctx.port, appPort: ctx.appPort, err: err.message }, 'inbound HTTP request to the application failed');
       req.unpipe(up);
@@ -621,9 +772,33 @@ export class InboundHttp {
       this.#respond2(stream, ctx, grpc, httpStatusOf(d), grpcStatusOf(d), d.reason);
       return;
     }
-    // A copy: the policy's view (handed to the hooks) stays what the client sent.
-    const upstreamHeaders = ctx.meshedId === undefined ? forward : { ...forward, [L5D_CLIENT_ID]: ctx.meshedId };
-    this.#forward2(stream, ctx, upstreamHeaders, grpc, (flags & END_STREAM) !== 0);
+    const ex = this.#exchange(ctx, d, info);
+    if (ex !== undefined) {
+      stream.once('close', () => {
+        const code = stream.rstCode;
+        // A reset (by the client, or ours relaying the application's) fails the exchange.
+        if (code !== undefined && code !== NGHTTP2_NO_ERROR) ex.fail(h2Error(code));
+        ex.end();
+      });
+    }
+    let edited: Http2OutgoingHeaders = forward;
+    const filtered = this.#filters(ctx, d, info, ex);
+    if (filtered !== undefined) {
+      if (filtered.kind === 'invalid') {
+        this.#respond2(stream, ctx, grpc, 500, GRPC_INTERNAL, filtered.reason);
+        return;
+      }
+      if (filtered.kind === 'respond') {
+        const r = filtered.response;
+        ex?.head(grpc ? 200 : r.status, grpc ? r.grpcStatus : -1);
+        this.#respond2(stream, ctx, grpc, r.status, r.grpcStatus, r.message, r.location);
+        return;
+      }
+      if (filtered.edits.length > 0) edited = editHttp2Headers(forward, filtered.edits);
+    }
+    // Copies (edits, client id): the policy's view (handed to the hooks) stays what the client sent.
+    const upstreamHeaders = ctx.meshedId === undefined ? edited : { ...edited, [L5D_CLIENT_ID]: ctx.meshedId };
+    this.#forward2(stream, ctx, upstreamHeaders, grpc, (flags & END_STREAM) !== 0, ex);
   }
 
   /**
@@ -631,7 +806,7 @@ export class InboundHttp {
    * trailers-only 200 with `grpcStatus`. The reason only for meshed clients. An unread request
    * body is discarded.
    */
-  #respond2(stream: ServerHttp2Stream, ctx: HttpConn, grpc: boolean, status: number, grpcStatus: number, reason: string): void {
+  #respond2(stream: ServerHttp2Stream, ctx: HttpConn, grpc: boolean, status: number, grpcStatus: number, reason: string, location?: string): void {
     if (stream.destroyed || stream.closed) return;
     if (stream.headersSent) {
       stream.close(NGHTTP2_INTERNAL_ERROR);
@@ -640,6 +815,7 @@ export class InboundHttp {
     const h: Http2OutgoingHeaders = grpc
       ? { ':status': 200, 'content-type': 'application/grpc', 'grpc-status': String(grpcStatus) }
       : { ':status': status, 'content-length': '0' };
+    if (location !== undefined && !grpc) h.location = location;
     if (ctx.meshedId !== undefined) {
       h[L5D_PROXY_ERROR] = safeHeaderValue(reason);
       if (grpc) h['grpc-message'] = grpcMessage(reason);
@@ -648,19 +824,33 @@ export class InboundHttp {
     if (!stream.readableEnded) stream.resume();
   }
 
-  #forward2(stream: ServerHttp2Stream, ctx: HttpConn, headers: Http2OutgoingHeaders, grpc: boolean, endStream: boolean): void {
+  #forward2(stream: ServerHttp2Stream, ctx: HttpConn, headers: Http2OutgoingHeaders, grpc: boolean, endStream: boolean, ex: Exchange | undefined): void {
     let up: ClientHttp2Stream;
     try {
       up = this.#upstream.request2(ctx.appPort, headers, endStream);
     } catch (e) {
+      ex?.fail('app unreachable');
       this.#unreachable2(stream, ctx, grpc, e);
       return;
     }
     relayHttp2(stream, up, endStream, {
-      unrelayable: (e) => this.#unreachable2(stream, ctx, grpc, e),
-      failedBeforeResponse: (err) => this.#unreachable2(stream, ctx, grpc, err ?? new Error(`stream reset by the application (code ${up.rstCode})`)),
+      unrelayable: (e) => {
+        ex?.fail('app unreachable');
+        this.#unreachable2(stream, ctx, grpc, e);
+      },
+      failedBeforeResponse: (err) => {
+        ex?.fail(err === undefined ? h2Error(up.rstCode) : 'app unreachable');
+        this.#unreachable2(stream, ctx, grpc, err ?? new Error(`stream reset by the application (code ${up.rstCode})`));
+      },
       aborted: () => this.#error(ctx, 'app response aborted'),
     });
+    if (ex !== undefined) {
+      // After the relay's own listeners: only headers it actually sent count.
+      up.on('response', (h: Http2IncomingHeaders) => {
+        if (stream.headersSent) ex.head(Number(h[':status']), grpcStatusValue(h['grpc-status']));
+      });
+      up.on('trailers', (t: Http2IncomingHeaders) => ex.trailers(grpcStatusValue(t['grpc-status'])));
+    }
   }
 
   #unreachable2(stream: ServerHttp2Stream, ctx: HttpConn, grpc: boolean, err: unknown): void {

@@ -22,6 +22,13 @@
  * target port, whose policy applies with `Established(client id)`. A session protocol → HTTP; a
  * gateway `name` → closed (not supported); otherwise TCP.
  *
+ * Transparent mode (`originalDst`, §4.1): iptables redirects every inbound connection to the mesh
+ * port. One whose original destination (SO_ORIGINAL_DST) is another port P is served exactly as if
+ * it had been accepted on an application listener for P — P's policy, TLS detection, HTTP or TCP,
+ * forwarded to `appHost:appPortOf(P)`; one whose original destination is the mesh port itself (or
+ * that was not redirected) is direct, as above. One whose original destination cannot be read is
+ * closed ("original destination unknown").
+ *
  * TCP: `authorizeConnection` on the target port's current policy. Deny → the connection is reset
  * before any byte reaches the application; permit → piped to `appHost:appPortOf(port)` and tracked,
  * so that each later policy update of the port re-checks it (`reauthorizeConnection`) and tears it
@@ -48,6 +55,7 @@ import { InboundConnectionTracker, type PolicySubscriptions } from './inbound-co
 import { forwardTcp } from './inbound-forward.js';
 import { InboundHttp, type InboundHttpSettings } from './inbound-http.js';
 import { type InboundErrorReason, type InboundMetricsHooks, type InboundStats, InboundStatsCounter } from './inbound-stats.js';
+import type { OriginalDstReader } from './original-dst.js';
 import { type PrefixRead, readPrefix } from './prefix-reader.js';
 import { clientIdentityOf, TRANSPORT_HEADER_ALPN } from './tls-context.js';
 import { decodeTransportHeader, TRANSPORT_HEADER_MAX_MESSAGE_BYTES, TRANSPORT_HEADER_PREFACE, type TransportHeaderDecode } from './transport-header.js';
@@ -141,6 +149,12 @@ export interface InboundProxyOptions {
   readonly handleHttp?: InboundHttpHandler;
   /** Settings of the default HTTP stack (ignored with a custom `handleHttp`). */
   readonly http?: InboundHttpSettings;
+  /**
+   * Transparent mode: reads the original destination of each connection accepted on the mesh
+   * port, which then serves redirected application traffic too (see the module comment).
+   * Without it every mesh-port connection is direct.
+   */
+  readonly originalDst?: OriginalDstReader;
 }
 
 const NO_TLS: TlsState = Object.freeze({ kind: 'none', reason: 'no_tls_from_remote' });
@@ -214,6 +228,7 @@ export class InboundProxy {
   readonly #log: Logger;
   readonly #hooks: InboundMetricsHooks;
   readonly #handleHttpFn: InboundHttpHandler;
+  readonly #originalDst: OriginalDstReader | undefined;
   /** The default HTTP stack (absent with a custom `handleHttp`). */
   readonly #http: InboundHttp | undefined;
   readonly #counter = new InboundStatsCounter();
@@ -250,6 +265,7 @@ export class InboundProxy {
     this.#detectTimeoutMs = detectTimeoutMs;
     this.#log = opts.logger ?? silentLogger();
     this.#hooks = opts.metrics ?? {};
+    this.#originalDst = opts.originalDst;
     if (opts.handleHttp !== undefined) {
       this.#handleHttpFn = opts.handleHttp;
     } else {
@@ -367,11 +383,34 @@ export class InboundProxy {
       raw.destroy();
       return;
     }
-    const conn: Conn = { raw, ip, direct, port, front: raw, policy: undefined, upstream: undefined, tlsKey: undefined, tracked: false, closed: false };
+    // Transparent mode: a redirected connection belongs to the port it was headed for.
+    const target = direct && this.#originalDst !== undefined ? this.#redirectedPort(raw) : port;
+    const isDirect = direct && target === port;
+    const conn: Conn = {
+      raw,
+      ip,
+      direct: isDirect,
+      port: target ?? port,
+      front: raw,
+      policy: undefined,
+      upstream: undefined,
+      tlsKey: undefined,
+      tracked: false,
+      closed: false,
+    };
     this.#conns.add(conn);
     raw.once('close', () => this.#onClosed(conn));
-    if (direct) this.#detectDirectTls(conn);
+    if (target === undefined) this.#fail(conn, 'original destination unknown');
+    else if (isDirect) this.#detectDirectTls(conn);
     else this.#acceptAppConnection(conn);
+  }
+
+  /** The original destination port of a connection accepted on the mesh port; undefined when it cannot be read. */
+  #redirectedPort(raw: Socket): number | undefined {
+    const dst = (this.#originalDst as OriginalDstReader)(raw);
+    if (dst.ok) return dst.value.port;
+    this.#log.warn({ client: raw.remoteAddress, code: dst.code, err: dst.message }, 'inbound connection without a readable original destination');
+    return undefined;
   }
 
   #onClosed(conn: Conn): void {
@@ -583,6 +622,7 @@ export class InboundProxy {
     // (§4.8): e.g. a port that became HTTP-only no longer takes a TCP stream.
     const d = policy === conn.policy ? authorizeConnection(policy, client) : reauthorizeConnection(policy, client);
     const port = conn.port;
+    this.#hooks.onTcpOpen?.({ port, server: policy.server.meta, client, socket: conn.raw });
     if (!d.allowed) {
       this.#counter.tcpAuthzDeny++;
       this.#hooks.onTcpDeny?.({ port, client, decision: d });
@@ -612,6 +652,7 @@ export class InboundProxy {
   /** Hands the connection to the HTTP stack, which authorizes each request (§4.5-4.8). */
   #handleHttp(conn: Conn, client: ClientInfo, version: InboundHttpVersion, source: InboundHttpConnection['source']): void {
     const policy = conn.policy as CompiledServer;
+    this.#hooks.onTcpOpen?.({ port: conn.port, server: policy.server.meta, client, socket: conn.raw });
     this.#handleHttpFn({ socket: conn.front, raw: conn.raw, port: conn.port, policy, client, version, source });
   }
 

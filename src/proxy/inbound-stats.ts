@@ -5,7 +5,8 @@
  * §4.11) is built later on top of the {@link InboundMetricsHooks}, which carry the full decision
  * and client facts.
  */
-import type { ClientInfo, Deny, Permit, RequestInfo } from '../core/index.js';
+import type { Socket } from 'node:net';
+import type { ClientInfo, Deny, Meta, Permit, RequestInfo } from '../core/index.js';
 
 /**
  * Why the proxy gave up on a connection without a policy decision — the `error` label of
@@ -28,7 +29,9 @@ export type InboundErrorReason =
   /** A transport header naming a gateway target (multicluster): not supported. */
   | 'gateway not supported'
   /** The application refused or dropped the forwarded connection before it was established. */
-  | 'app connect failed';
+  | 'app connect failed'
+  /** Transparent mode: the original destination of a redirected connection could not be read (SO_ORIGINAL_DST). */
+  | 'original destination unknown';
 
 /**
  * Why the HTTP stack answered a request itself without a policy decision, or gave up on one — the
@@ -50,7 +53,9 @@ export type InboundHttpErrorReason =
   /** The request headers (HTTP/2: the connection preface) did not arrive within the headers timeout: 408 (HTTP/2: none), closed. */
   | 'request headers timeout'
   /** A protocol upgrade (WebSocket…) or CONNECT: 501, not forwarded. */
-  | 'upgrade not supported';
+  | 'upgrade not supported'
+  /** The matched route's filters cannot be applied (a redirect without a usable location, an invalid status…): 500. */
+  | 'invalid route filter';
 
 /** One labelled HTTP authorization counter (§4.11): which server, route and authorization, by port. */
 export interface InboundHttpAuthzCount {
@@ -110,11 +115,44 @@ export interface InboundHttpDecisionEvent<D extends Permit | Deny> extends Inbou
   readonly request: RequestInfo;
 }
 
+/** A connection whose labels are known (port, server, client TLS state), as handed to the metrics hooks. */
+export interface InboundTcpOpenEvent {
+  /** The port whose policy applies. */
+  readonly port: number;
+  /** The server of the policy the connection was classified with. */
+  readonly server: Meta;
+  readonly client: ClientInfo;
+  /** The accepted TCP socket: its byte counts, errors and close are the connection's. */
+  readonly socket: Socket;
+}
+
+/**
+ * Where the HTTP stack reports how a permitted request's exchange ended (`response_total`,
+ * `response_latency_ms`). Called once per request.
+ */
+export interface InboundHttpRecorder {
+  /**
+   * @param status the response status relayed to the client (the application's, or a route
+   *   filter's); 0 when no response was relayed.
+   * @param headerGrpcStatus `grpc-status` in the response headers (trailers-only), -1 when absent.
+   * @param trailerGrpcStatus `grpc-status` in the response trailers, -1 when absent.
+   * @param error why the exchange failed without a complete response (`h2(CANCEL)`,
+   *   `app unreachable`…); undefined when it completed.
+   * @param latencyMs from the request to its response headers; NaN without a response.
+   */
+  end(status: number, headerGrpcStatus: number, trailerGrpcStatus: number, error: string | undefined, latencyMs: number): void;
+}
+
 /**
  * Optional callbacks for labelled metrics, called synchronously on the connection's path after
  * the counters are updated. They must not throw and should be cheap (cache metric children).
  */
 export interface InboundMetricsHooks {
+  /**
+   * A connection reached the point where its labels are known: a TCP stream about to be authorized
+   * (allowed or not), or an HTTP connection handed to the HTTP stack. Called once per connection.
+   */
+  readonly onTcpOpen?: (event: InboundTcpOpenEvent) => void;
   /** A TCP connection was authorized and is being forwarded. */
   readonly onTcpAllow?: (event: InboundTcpDecisionEvent<Permit>) => void;
   /** A TCP connection was refused by policy. */
@@ -125,6 +163,12 @@ export interface InboundMetricsHooks {
   readonly onTcpError?: (reason: InboundErrorReason, port: number) => void;
   /** An HTTP request was authorized (and is being forwarded). */
   readonly onHttpAllow?: (event: InboundHttpDecisionEvent<Permit>) => void;
+  /**
+   * A permitted request is handled by the HTTP stack (forwarded, or answered by a route filter),
+   * right after {@link onHttpAllow} with the same event: `request_total`. Returns where to report
+   * its end, if anywhere.
+   */
+  readonly onHttpRequest?: (event: InboundHttpDecisionEvent<Permit>) => InboundHttpRecorder | undefined;
   /** An HTTP request was denied by an authorization decision (403 / grpc-status 7). */
   readonly onHttpDeny?: (event: InboundHttpDecisionEvent<Deny>) => void;
   /** An HTTP request matched no route (404 / grpc-status 5). */

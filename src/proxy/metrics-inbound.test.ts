@@ -1,12 +1,16 @@
 /**
  * InboundMetrics: the §4.11 names and labels in the Prometheus text, one series per label set
- * (also across policy updates that re-create equal metadata), and the TLS label variants.
+ * (also across policy updates that re-create equal metadata), the TLS label variants, response
+ * classification and the inbound transport series.
  */
 import assert from 'node:assert/strict';
+import { EventEmitter } from 'node:events';
+import type { Socket } from 'node:net';
 import { describe, it } from 'node:test';
 import { type ClientInfo, type Deny, defaultMeta, type Meta, type Permit, parseIp, type RequestInfo } from '../core/index.js';
 import { createRegistry, type Registry } from '../shared/index.js';
-import { InboundMetrics, tlsLabels } from './metrics-inbound.js';
+import { InboundMetrics } from './metrics-inbound.js';
+import { tlsLabels } from './metrics-labels.js';
 
 const IP = parseIp('10.0.0.7') as NonNullable<ReturnType<typeof parseIp>>;
 const WEB_ID = 'web.emojivoto.serviceaccount.identity.linkerd.cluster.local';
@@ -108,5 +112,85 @@ describe('InboundMetrics', () => {
     const lines = await samples(registry, 'inbound_http_authz_allow_total');
     assert.equal(lines.length, 1);
     assert.ok(lines[0]?.endsWith(' 10000'));
+  });
+
+  it('counts permitted requests and classifies their responses as upstream does', async () => {
+    const registry = createRegistry();
+    const m = new InboundMetrics({ registry, targetIp: '10.0.0.7' });
+    const p = permit(srv('web-http'), authzMeta('a'));
+    const exchange = (end: (r: NonNullable<ReturnType<NonNullable<typeof m.hooks.onHttpRequest>>>) => void) => {
+      const e = { port: 8080, client: plain, decision: { ...p }, request };
+      m.hooks.onHttpAllow?.(e);
+      const r = m.hooks.onHttpRequest?.(e);
+      assert.ok(r);
+      end(r);
+    };
+    exchange((r) => r.end(200, -1, -1, undefined, 3));
+    exchange((r) => r.end(200, -1, -1, undefined, 0.5));
+    exchange((r) => r.end(500, -1, 0, undefined, 7));
+    exchange((r) => r.end(200, -1, 13, undefined, 12));
+    exchange((r) => r.end(200, 7, -1, undefined, 1));
+    exchange((r) => r.end(0, -1, -1, 'h2(CANCEL)', Number.NaN));
+    exchange((r) => r.end(200, -1, -1, 'app response aborted', 2));
+    const base =
+      'direction="inbound",target_addr="10.0.0.7:8080",target_ip="10.0.0.7",target_port="8080",tls="no_identity",no_tls_reason="no_tls_from_remote",' +
+      'srv_group="policy.linkerd.io",srv_kind="server",srv_name="web-http",srv_port="8080",route_group="",route_kind="default",route_name="default",' +
+      'authz_group="policy.linkerd.io",authz_kind="authorizationpolicy",authz_name="a"';
+    assert.deepEqual(await samples(registry, 'request_total'), [`request_total{${base}} 7`]);
+    assert.deepEqual(await samples(registry, 'response_total'), [
+      `response_total{${base},status_code="200",classification="success"} 2`,
+      // A 5xx is a failure whatever the trailers say; a gRPC status in the headers wins.
+      `response_total{${base},status_code="500",classification="failure"} 1`,
+      `response_total{${base},status_code="200",classification="failure",grpc_status_code="13"} 1`,
+      `response_total{${base},status_code="200",classification="failure",grpc_status_code="7"} 1`,
+      `response_total{${base},classification="failure",error="h2(CANCEL)"} 1`,
+      `response_total{${base},status_code="200",classification="failure",error="app response aborted"} 1`,
+    ]);
+    const latency = await samples(registry, 'response_latency_ms_count');
+    assert.deepEqual(latency, [`response_latency_ms_count{${base},status_code="200"} 5`, `response_latency_ms_count{${base},status_code="500"} 1`]);
+    const buckets = await samples(registry, 'response_latency_ms_bucket');
+    assert.ok(buckets.includes(`response_latency_ms_bucket{${base},status_code="200",le="1"} 2`));
+    assert.ok(buckets.includes(`response_latency_ms_bucket{${base},status_code="200",le="3"} 4`));
+    assert.ok(buckets.includes(`response_latency_ms_bucket{${base},status_code="200",le="50000"} 5`));
+    assert.equal(buckets.filter((l) => l.includes('status_code="200"')).length, 26, 'the 25 upstream buckets and +Inf');
+    // The authorization allow counter keeps its own labels (no direction).
+    assert.match((await samples(registry, 'inbound_http_authz_allow_total'))[0] ?? '', /^inbound_http_authz_allow_total\{target_addr="10\.0\.0\.7:8080".* 7$/);
+  });
+
+  it('does not count admin-style allows (no onHttpRequest) as requests', async () => {
+    const registry = createRegistry();
+    const m = new InboundMetrics({ registry, targetIp: '127.0.0.1' });
+    m.hooks.onHttpAllow?.({ port: 4191, client: plain, decision: permit(defaultMeta('all-unauthenticated'), defaultMeta('all-unauthenticated')), request });
+    assert.deepEqual(await samples(registry, 'request_total'), []);
+    assert.equal((await samples(registry, 'inbound_http_authz_allow_total')).length, 1);
+  });
+
+  it('tracks inbound connections: opens, closes by errno, bytes, duration and the open gauge', async () => {
+    const registry = createRegistry();
+    const m = new InboundMetrics({ registry, targetIp: '10.0.0.7' });
+    const sock = (read: number, written: number) => Object.assign(new EventEmitter(), { closed: false, bytesRead: read, bytesWritten: written });
+    const a = sock(10, 20);
+    const b = sock(1, 2);
+    const server = srv('web-tcp');
+    m.hooks.onTcpOpen?.({ port: 9000, server, client: meshed, socket: a as unknown as Socket });
+    m.hooks.onTcpOpen?.({ port: 9000, server: { ...server }, client: meshed, socket: b as unknown as Socket });
+    const labels =
+      'direction="inbound",peer="src",target_addr="10.0.0.7:9000",target_ip="10.0.0.7",target_port="9000",' +
+      `tls="true",client_id="${WEB_ID}",srv_group="policy.linkerd.io",srv_kind="server",srv_name="web-tcp",srv_port="9000"`;
+    assert.deepEqual(await samples(registry, 'tcp_open_total'), [`tcp_open_total{${labels}} 2`]);
+    assert.deepEqual(await samples(registry, 'tcp_open_connections'), [`tcp_open_connections{${labels}} 2`]);
+    assert.deepEqual(await samples(registry, 'tcp_read_bytes_total'), [`tcp_read_bytes_total{${labels}} 11`]);
+    a.emit('close');
+    b.emit('error', Object.assign(new Error('reset'), { code: 'ECONNRESET' }));
+    b.bytesRead = 5;
+    b.emit('close');
+    assert.deepEqual(await samples(registry, 'tcp_open_connections'), [`tcp_open_connections{${labels}} 0`]);
+    assert.deepEqual(await samples(registry, 'tcp_close_total'), [`tcp_close_total{${labels},errno=""} 1`, `tcp_close_total{${labels},errno="ECONNRESET"} 1`]);
+    assert.deepEqual(await samples(registry, 'tcp_read_bytes_total'), [`tcp_read_bytes_total{${labels}} 15`]);
+    assert.deepEqual(await samples(registry, 'tcp_write_bytes_total'), [`tcp_write_bytes_total{${labels}} 22`]);
+    assert.deepEqual(await samples(registry, 'tcp_connection_duration_ms_count'), [
+      `tcp_connection_duration_ms_count{${labels},errno=""} 1`,
+      `tcp_connection_duration_ms_count{${labels},errno="ECONNRESET"} 1`,
+    ]);
   });
 });

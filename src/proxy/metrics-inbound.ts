@@ -8,202 +8,75 @@
  * - `inbound_http_route_not_found_total` — target, server and TLS labels;
  * - `inbound_tcp_authz_allow_total` — target, server, authorization and TLS labels;
  * - `inbound_tcp_authz_deny_total`, `inbound_tcp_authz_terminate_total` — target, server and TLS labels;
- * - `inbound_tcp_errors_total{error}`, `inbound_http_errors_total{error}` — policy denials excluded.
+ * - `inbound_tcp_errors_total{error}`, `inbound_http_errors_total{error}` — policy denials excluded;
+ * - `request_total`, `response_total`, `response_latency_ms` (histogram, upstream buckets) with
+ *   `direction="inbound"`, target, TLS, server, route and authorization labels — for permitted
+ *   requests only, so that policy denials (counted by the authorization metrics) are told apart
+ *   from application errors. `response_*` add `status_code` (absent when no response was
+ *   relayed); `response_total` adds `classification="success"|"failure"` and either
+ *   `grpc_status_code` or, for an exchange that failed without a complete response, `error`;
+ * - the `tcp_*` transport metrics of inbound connections (see metrics-transport).
+ *
+ * Classification as upstream's default classifier (linkerd2-proxy `app/core/src/classify.rs`): a
+ * `grpc-status` in the response headers (trailers-only) decides; otherwise a 5xx status is a
+ * failure; otherwise a `grpc-status` in the trailers decides; otherwise success. A gRPC status is a
+ * failure when it is not 0 (OK). An exchange that ended without a complete response (a reset, an
+ * application that cannot be reached) is a failure with an `error` label: `h2(<REASON>)` for an
+ * HTTP/2 reset (upstream's spelling), else the proxy's reason (`app unreachable`,
+ * `app response aborted`, `client disconnected`, `upgrade not supported`, `invalid route filter`).
  *
  * Labels as upstream: `target_addr`, `target_ip`, `target_port`, `srv_group`, `srv_kind`, `srv_name`,
  * `srv_port`, `route_group/kind/name`, `authz_group/kind/name`, and the TLS labels
  * `tls="true",client_id` | `tls="no_identity",no_tls_reason` | `tls="opaque",sni` | `tls="disabled"`.
  *
- * Hot path: a decision finds its counter cell through identity-keyed maps (port → server `Meta` →
- * route `Meta` → authz `Meta` → TLS state); the `Meta` objects are those of the compiled policy, so
- * after the first request of a kind nothing is allocated or hashed — the hook is a few map reads
- * and `count++`. Cells are shared by label values (a policy update that re-creates equal `Meta`
- * objects finds the same cell), and prom-client reads them at scrape time through `collect()`.
+ * Hot path: a decision finds its series through identity-keyed maps (port → server `Meta` →
+ * route `Meta` → authz `Meta` → TLS state; see metrics-labels); the `Meta` objects are those of
+ * the compiled policy, so after the first request of a kind nothing is allocated or hashed. A
+ * permitted request resolves its series once: `onHttpAllow` and `onHttpRequest` share it, and the
+ * series itself is the request's recorder, whose response cells are keyed by status and gRPC
+ * status numbers. Cells are shared by label values (a policy update that re-creates equal `Meta`
+ * objects finds the same cell), and prom-client reads them at scrape time.
  */
-import type { ClientInfo, Deny, Meta, Permit, TlsState } from '../core/index.js';
+import type { ClientInfo, Deny, Meta, Permit } from '../core/index.js';
 import { Counter, type Registry } from '../shared/index.js';
-import type { InboundErrorReason, InboundHttpDecisionEvent, InboundHttpErrorReason, InboundMetricsHooks, InboundTcpDecisionEvent } from './inbound-stats.js';
-
-/** Labels every authorization metric carries (§4.11); the TLS ones vary with the client. */
-const COMMON_LABELS = [
-  'target_addr',
-  'target_ip',
-  'target_port',
-  'srv_group',
-  'srv_kind',
-  'srv_name',
-  'srv_port',
-  'tls',
-  'client_id',
-  'no_tls_reason',
-  'sni',
-] as const;
-const ROUTE_LABELS = ['route_group', 'route_kind', 'route_name'] as const;
-const AUTHZ_LABELS = ['authz_group', 'authz_kind', 'authz_name'] as const;
-
-type Labels = Record<string, string>;
-
-/** One labelled series: its label values (built once) and its count. */
-interface Cell {
-  readonly labels: Labels;
-  count: number;
-}
-
-/** Stands for "no route" / "no authorization" in the identity-keyed index. */
-const NONE: Meta = Object.freeze({ group: '', kind: '', name: '' });
-
-/** Cells of one (port, server, route, authz) by TLS state. */
-class TlsCells {
-  /** `established` with a client id, by id. */
-  readonly established = new Map<string, Cell>();
-  /** `established` without a client certificate. */
-  establishedNoId: Cell | undefined;
-  readonly none = new Map<string, Cell>();
-  readonly passthrough = new Map<string, Cell>();
-
-  get(tls: TlsState): Cell | undefined {
-    switch (tls.kind) {
-      case 'established':
-        return tls.clientId === undefined ? this.establishedNoId : this.established.get(tls.clientId);
-      case 'none':
-        return this.none.get(tls.reason);
-      case 'passthrough':
-        return this.passthrough.get(tls.sni);
-    }
-  }
-
-  set(tls: TlsState, cell: Cell): void {
-    switch (tls.kind) {
-      case 'established':
-        if (tls.clientId === undefined) this.establishedNoId = cell;
-        else this.established.set(tls.clientId, cell);
-        return;
-      case 'none':
-        this.none.set(tls.reason, cell);
-        return;
-      case 'passthrough':
-        this.passthrough.set(tls.sni, cell);
-        return;
-    }
-  }
-}
-
-/** The §4.11 TLS labels of a client's TLS state. */
-export function tlsLabels(tls: TlsState): Labels {
-  switch (tls.kind) {
-    case 'established':
-      return { tls: 'true', client_id: tls.clientId ?? '' };
-    case 'none':
-      return tls.reason === 'disabled' ? { tls: 'disabled' } : { tls: 'no_identity', no_tls_reason: tls.reason };
-    case 'passthrough':
-      return { tls: 'opaque', sni: tls.sni };
-  }
-}
-
-/** `ip:port`, with brackets for IPv6. */
-function hostPort(ip: string, port: number): string {
-  return ip.includes(':') ? `[${ip}]:${port}` : `${ip}:${port}`;
-}
+import type {
+  InboundErrorReason,
+  InboundHttpDecisionEvent,
+  InboundHttpErrorReason,
+  InboundHttpRecorder,
+  InboundMetricsHooks,
+  InboundTcpDecisionEvent,
+  InboundTcpOpenEvent,
+} from './inbound-stats.js';
+import { CellCounter, CellHistogram, type HistogramCell, LATENCY_BUCKETS_MS, type Labels, observe, type ValueCell } from './metric-cells.js';
+import { DecisionIndex, labelsOf, metaLabels, NO_META, serverLabels, targetLabels, tlsLabels } from './metrics-labels.js';
+import { TransportMetrics, type TransportSeries } from './metrics-transport.js';
 
 /**
- * One counter whose series are keyed by a decision: (port, server, route?, authz?, client TLS).
- * `cell()` is the hot path; the counter's `collect()` copies the cells at scrape time.
+ * One authorization counter whose series are keyed by a decision: (port, server, route?, authz?,
+ * client TLS). Labels: target, server, TLS, then route and authz when the counter has them.
  */
 class DecisionCounter {
-  readonly #targetIp: string;
-  readonly #withRoute: boolean;
-  readonly #withAuthz: boolean;
-  /** port → server → route → authz → TLS cells; keyed by object identity. */
-  readonly #index = new Map<number, WeakMap<Meta, WeakMap<Meta, WeakMap<Meta, TlsCells>>>>();
-  /** Every cell by its label values (stable across policy updates). */
-  readonly #cells = new Map<string, Cell>();
+  readonly #index: DecisionIndex<ValueCell>;
 
   constructor(registry: Registry, name: string, help: string, targetIp: string, withRoute: boolean, withAuthz: boolean) {
-    this.#targetIp = targetIp;
-    this.#withRoute = withRoute;
-    this.#withAuthz = withAuthz;
-    const cells = this.#cells;
-    const labelNames = [...COMMON_LABELS, ...(withRoute ? ROUTE_LABELS : []), ...(withAuthz ? AUTHZ_LABELS : [])];
-    new Counter({
-      name,
-      help,
-      labelNames,
-      registers: [registry],
-      collect() {
-        this.reset();
-        for (const c of cells.values()) this.inc(c.labels, c.count);
-      },
-    });
+    const family = new CellCounter(registry, name, help);
+    this.#index = new DecisionIndex((port, server, route, authz, tls) =>
+      family.cell(
+        labelsOf(
+          targetLabels(targetIp, port),
+          serverLabels(server, port),
+          tlsLabels(tls),
+          withRoute && route !== NO_META ? metaLabels('route', route) : {},
+          withAuthz && authz !== NO_META ? metaLabels('authz', authz) : {},
+        ),
+      ),
+    );
   }
 
   /** Counts one decision. */
   inc(port: number, server: Meta, route: Meta | undefined, authz: Meta | undefined, client: ClientInfo): void {
-    this.#cell(port, server, this.#withRoute ? (route ?? NONE) : NONE, this.#withAuthz ? (authz ?? NONE) : NONE, client.tls).count++;
-  }
-
-  #cell(port: number, server: Meta, route: Meta, authz: Meta, tls: TlsState): Cell {
-    let byServer = this.#index.get(port);
-    if (byServer === undefined) {
-      byServer = new WeakMap();
-      this.#index.set(port, byServer);
-    }
-    let byRoute = byServer.get(server);
-    if (byRoute === undefined) {
-      byRoute = new WeakMap();
-      byServer.set(server, byRoute);
-    }
-    let byAuthz = byRoute.get(route);
-    if (byAuthz === undefined) {
-      byAuthz = new WeakMap();
-      byRoute.set(route, byAuthz);
-    }
-    let byTls = byAuthz.get(authz);
-    if (byTls === undefined) {
-      byTls = new TlsCells();
-      byAuthz.set(authz, byTls);
-    }
-    let cell = byTls.get(tls);
-    if (cell === undefined) {
-      cell = this.#shared(this.#labels(port, server, route, authz, tls));
-      byTls.set(tls, cell);
-    }
-    return cell;
-  }
-
-  /** The cell of these label values, created on first use. */
-  #shared(labels: Labels): Cell {
-    const key = JSON.stringify(labels);
-    let cell = this.#cells.get(key);
-    if (cell === undefined) {
-      cell = { labels, count: 0 };
-      this.#cells.set(key, cell);
-    }
-    return cell;
-  }
-
-  #labels(port: number, server: Meta, route: Meta, authz: Meta, tls: TlsState): Labels {
-    const p = String(port);
-    const labels: Labels = {
-      target_addr: hostPort(this.#targetIp, port),
-      target_ip: this.#targetIp,
-      target_port: p,
-      srv_group: server.group,
-      srv_kind: server.kind,
-      srv_name: server.name,
-      srv_port: p,
-      ...tlsLabels(tls),
-    };
-    if (this.#withRoute && route !== NONE) {
-      labels.route_group = route.group;
-      labels.route_kind = route.kind;
-      labels.route_name = route.name;
-    }
-    if (this.#withAuthz && authz !== NONE) {
-      labels.authz_group = authz.group;
-      labels.authz_kind = authz.kind;
-      labels.authz_name = authz.name;
-    }
-    return labels;
+    this.#index.get(port, server, route ?? NO_META, authz ?? NO_META, client.tls).value++;
   }
 }
 
@@ -230,26 +103,118 @@ class ErrorCounter {
   }
 }
 
-/** Options of {@link InboundMetrics}. */
-export interface InboundMetricsOptions {
-  /** Where the counters are registered (one registry per proxy process). */
-  readonly registry: Registry;
-  /** The pod's address: `target_ip`, and the host of `target_addr` (`<ip>:<port>`). */
-  readonly targetIp: string;
+/** The request/response families shared by every route series. */
+interface HttpFamilies {
+  readonly requests: CellCounter;
+  readonly responses: CellCounter;
+  readonly latency: CellHistogram;
 }
 
 /**
- * The labelled inbound counters of one proxy, registered in `registry`. Pass {@link hooks} to
+ * The series of one (port, server, route, authz, client TLS): its authorization-allow cell, and
+ * its request/response cells created on first use. It is the recorder of its requests.
+ */
+class HttpRouteSeries implements InboundHttpRecorder {
+  /** `inbound_http_authz_allow_total`. */
+  readonly allow: ValueCell;
+  readonly #families: HttpFamilies;
+  /** `direction="inbound"`, target, TLS, server, route and authz labels. */
+  readonly #labels: Labels;
+  #request: ValueCell | undefined;
+  /** Completed responses by status, then by gRPC status label (-1: none). */
+  readonly #responses = new Map<number, Map<number, ValueCell>>();
+  /** Failed exchanges by error, then by status (0: no response). */
+  readonly #errors = new Map<string, Map<number, ValueCell>>();
+  readonly #latency = new Map<number, HistogramCell>();
+
+  constructor(allow: ValueCell, families: HttpFamilies, labels: Labels) {
+    this.allow = allow;
+    this.#families = families;
+    this.#labels = labels;
+  }
+
+  /** `request_total`. */
+  get request(): ValueCell {
+    this.#request ??= this.#families.requests.cell(this.#labels);
+    return this.#request;
+  }
+
+  end(status: number, headerGrpcStatus: number, trailerGrpcStatus: number, error: string | undefined, latencyMs: number): void {
+    if (status > 0 && latencyMs >= 0) observe(this.#latencyCell(status), latencyMs);
+    if (error !== undefined || status <= 0) {
+      this.#errorCell(error ?? 'unclassified', status).value++;
+      return;
+    }
+    let grpc = -1;
+    if (headerGrpcStatus >= 0) grpc = headerGrpcStatus;
+    else if (status < 500 && trailerGrpcStatus >= 0) grpc = trailerGrpcStatus;
+    let byGrpc = this.#responses.get(status);
+    if (byGrpc === undefined) {
+      byGrpc = new Map();
+      this.#responses.set(status, byGrpc);
+    }
+    let cell = byGrpc.get(grpc);
+    if (cell === undefined) {
+      const failure = grpc >= 0 ? grpc !== 0 : status >= 500;
+      const extra: Record<string, string> = { status_code: String(status), classification: failure ? 'failure' : 'success' };
+      if (grpc >= 0) extra.grpc_status_code = String(grpc);
+      cell = this.#families.responses.cell(labelsOf(this.#labels, extra));
+      byGrpc.set(grpc, cell);
+    }
+    cell.value++;
+  }
+
+  #errorCell(error: string, status: number): ValueCell {
+    let byStatus = this.#errors.get(error);
+    if (byStatus === undefined) {
+      byStatus = new Map();
+      this.#errors.set(error, byStatus);
+    }
+    let cell = byStatus.get(status);
+    if (cell === undefined) {
+      const extra: Record<string, string> = status > 0 ? { status_code: String(status) } : {};
+      cell = this.#families.responses.cell(labelsOf(this.#labels, extra, { classification: 'failure', error }));
+      byStatus.set(status, cell);
+    }
+    return cell;
+  }
+
+  #latencyCell(status: number): HistogramCell {
+    let cell = this.#latency.get(status);
+    if (cell === undefined) {
+      cell = this.#families.latency.cell(labelsOf(this.#labels, { status_code: String(status) }));
+      this.#latency.set(status, cell);
+    }
+    return cell;
+  }
+}
+
+/** Options of {@link InboundMetrics}. */
+export interface InboundMetricsOptions {
+  /** Where the metrics are registered (one registry per proxy process). */
+  readonly registry: Registry;
+  /** The pod's address: `target_ip`, and the host of `target_addr` (`<ip>:<port>`). */
+  readonly targetIp: string;
+  /** The `tcp_*` families (default: new ones in `registry`); the outbound side shares them. */
+  readonly transport?: TransportMetrics;
+}
+
+/**
+ * The labelled inbound metrics of one proxy, registered in `registry`. Pass {@link hooks} to
  * `InboundProxy` (and to the admin server) as `metrics`.
  */
 export class InboundMetrics {
-  /** The hooks that feed the counters; cheap, never throw. */
+  /** The hooks that feed the metrics; cheap, never throw. */
   readonly hooks: InboundMetricsHooks;
+  /** The `tcp_*` families (shared with the outbound side). */
+  readonly transport: TransportMetrics;
+  /** The series `onHttpAllow` resolved last, for the `onHttpRequest` of the same decision. */
+  #lastDecision: Permit | undefined;
+  #lastSeries: HttpRouteSeries | undefined;
 
-  /** Registers the counters; throws if `registry` already has metrics of these names. */
+  /** Registers the metrics; throws if `registry` already has metrics of these names. */
   constructor(opts: InboundMetricsOptions) {
     const { registry, targetIp } = opts;
-    const httpAllow = new DecisionCounter(registry, 'inbound_http_authz_allow_total', 'HTTP requests authorized by policy', targetIp, true, true);
     const httpDeny = new DecisionCounter(registry, 'inbound_http_authz_deny_total', 'HTTP requests denied by policy', targetIp, true, false);
     const httpNotFound = new DecisionCounter(registry, 'inbound_http_route_not_found_total', 'HTTP requests that matched no route', targetIp, false, false);
     const tcpAllow = new DecisionCounter(registry, 'inbound_tcp_authz_allow_total', 'TCP connections authorized by policy', targetIp, false, true);
@@ -264,12 +229,51 @@ export class InboundMetrics {
     );
     const tcpErrors = new ErrorCounter(registry, 'inbound_tcp_errors_total', 'inbound TCP connections that failed without a policy decision');
     const httpErrors = new ErrorCounter(registry, 'inbound_http_errors_total', 'inbound HTTP requests answered or dropped without a policy decision');
+
+    const httpAllow = new CellCounter(registry, 'inbound_http_authz_allow_total', 'HTTP requests authorized by policy');
+    const families: HttpFamilies = {
+      requests: new CellCounter(registry, 'request_total', 'Total count of HTTP requests'),
+      responses: new CellCounter(registry, 'response_total', 'Total count of HTTP responses'),
+      latency: new CellHistogram(registry, 'response_latency_ms', 'Elapsed times between a request and its response headers', LATENCY_BUCKETS_MS),
+    };
+    const routes = new DecisionIndex<HttpRouteSeries>((port, server, route, authz, tls) => {
+      const target = targetLabels(targetIp, port);
+      const srv = serverLabels(server, port);
+      const tlsL = tlsLabels(tls);
+      const r = route === NO_META ? {} : metaLabels('route', route);
+      const a = metaLabels('authz', authz);
+      return new HttpRouteSeries(httpAllow.cell(labelsOf(target, srv, tlsL, r, a)), families, labelsOf({ direction: 'inbound' }, target, tlsL, srv, r, a));
+    });
+
+    this.transport = opts.transport ?? new TransportMetrics(registry);
+    const transport = this.transport;
+    const connections = new DecisionIndex<TransportSeries>((port, server, _route, _authz, tls) =>
+      transport.series(labelsOf({ direction: 'inbound', peer: 'src' }, targetLabels(targetIp, port), tlsLabels(tls), serverLabels(server, port))),
+    );
+
+    const routeSeries = (e: InboundHttpDecisionEvent<Permit>): HttpRouteSeries => {
+      const d = e.decision;
+      if (d === this.#lastDecision && this.#lastSeries !== undefined) return this.#lastSeries;
+      const s = routes.get(e.port, d.server, d.route ?? NO_META, d.authz, e.client.tls);
+      this.#lastDecision = d;
+      this.#lastSeries = s;
+      return s;
+    };
+
     this.hooks = {
+      onTcpOpen: (e: InboundTcpOpenEvent) => transport.track(connections.get(e.port, e.server, NO_META, NO_META, e.client.tls), e.socket),
       onTcpAllow: (e: InboundTcpDecisionEvent<Permit>) => tcpAllow.inc(e.port, e.decision.server, undefined, e.decision.authz, e.client),
       onTcpDeny: (e: InboundTcpDecisionEvent<Deny>) => tcpDeny.inc(e.port, e.decision.server, undefined, undefined, e.client),
       onTcpTerminate: (e: InboundTcpDecisionEvent<Deny>) => tcpTerminate.inc(e.port, e.decision.server, undefined, undefined, e.client),
       onTcpError: (reason: InboundErrorReason) => tcpErrors.inc(reason),
-      onHttpAllow: (e: InboundHttpDecisionEvent<Permit>) => httpAllow.inc(e.port, e.decision.server, e.decision.route, e.decision.authz, e.client),
+      onHttpAllow: (e: InboundHttpDecisionEvent<Permit>) => {
+        routeSeries(e).allow.value++;
+      },
+      onHttpRequest: (e: InboundHttpDecisionEvent<Permit>) => {
+        const s = routeSeries(e);
+        s.request.value++;
+        return s;
+      },
       onHttpDeny: (e: InboundHttpDecisionEvent<Deny>) => httpDeny.inc(e.port, e.decision.server, e.decision.route, undefined, e.client),
       onHttpRouteNotFound: (e: InboundHttpDecisionEvent<Deny>) => httpNotFound.inc(e.port, e.decision.server, undefined, undefined, e.client),
       onHttpError: (reason: InboundHttpErrorReason) => httpErrors.inc(reason),

@@ -95,6 +95,11 @@ export interface OutboundConnectorOptions {
   readonly maxSocketsPerEndpoint?: number;
   /** An idle pooled HTTP/1 connection is closed after this (default 30 s, below the server side's 60 s keep-alive). */
   readonly idleSocketTimeoutMs?: number;
+  /**
+   * Called for every connection made to an endpoint, once it is usable (meshed: after the
+   * handshake and the checks, before the transport header), e.g. for transport metrics. Must not throw.
+   */
+  readonly onConnection?: (socket: Socket, endpoint: DestinationEndpoint) => void;
   readonly logger?: Logger;
 }
 
@@ -182,6 +187,7 @@ export class OutboundConnector {
   readonly #localAddress: string | undefined;
   readonly #maxSockets: number;
   readonly #idleSocketTimeoutMs: number;
+  readonly #onConnection: ((socket: Socket, endpoint: DestinationEndpoint) => void) | undefined;
   readonly #log: Logger;
   readonly #open = new Set<Socket>();
   readonly #agents = new Map<string, EndpointAgent>();
@@ -206,6 +212,7 @@ export class OutboundConnector {
     if (!(Number.isInteger(this.#maxSockets) && this.#maxSockets >= 1)) throw new RangeError(`bad maxSocketsPerEndpoint ${this.#maxSockets}`);
     if (!(this.#idleSocketTimeoutMs > 0 && this.#idleSocketTimeoutMs <= 0x7fff_ffff))
       throw new RangeError(`bad idleSocketTimeoutMs ${this.#idleSocketTimeoutMs}`);
+    this.#onConnection = opts.onConnection;
     this.#log = opts.logger ?? silentLogger();
   }
 
@@ -422,6 +429,7 @@ export class OutboundConnector {
           return;
         }
         this.#handshakes++;
+        this.#onConnection?.(socket, endpoint);
         resolve(socket);
       };
       socket.once('connect', () => {
@@ -454,6 +462,7 @@ export class OutboundConnector {
         socket.setTimeout(0);
         socket.on('error', noop);
         this.#plainConnects++;
+        this.#onConnection?.(socket, endpoint);
         resolve(socket);
       };
       socket.setTimeout(this.#connectTimeoutMs);

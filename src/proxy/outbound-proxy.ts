@@ -18,6 +18,17 @@
  *   policy to HTTP in tunnels and connection-level policy to the rest.
  * - HTTP/2 with prior knowledge: every stream's `:authority` is resolved and the stream is
  *   forwarded on the endpoint's shared HTTP/2 session (session protocol `http2`).
+ * - Transparent mode (`originalDst`; POLICY-SEMANTICS §4.1): iptables redirects the application's
+ *   outbound connections to this listener. A redirected connection is resolved by its original
+ *   destination `ip:port` (SO_ORIGINAL_DST; Destination `ip:port` path) and carried exactly like a
+ *   CONNECT tunnel — same balancing, retry, mesh TLS and session-protocol sniffing — except that
+ *   there is no status line to answer: a failure closes the connection with a reset. An address
+ *   the controller does not know is connected to directly, in plaintext, as it was asked. A
+ *   connection that was not redirected (its original destination is this listener) is served as
+ *   the forward proxy above, so `HTTP_PROXY` clients keep working. Redirect loops are the
+ *   installer's concern: the proxy's own connections must be exempt from the redirect (upstream:
+ *   iptables `-m owner --uid-owner` of the proxy's user; a dedicated group with `--gid-owner`
+ *   works as well).
  *
  * Errors are answered by the proxy with `l5d-proxy-error: <reason>` (and the reason as a text
  * body; gRPC: a trailers-only `grpc-status` 14 with `grpc-message`): a request target that is not
@@ -51,6 +62,7 @@ import { detectHttp, HTTP1_MAX_REQUEST_LINE_BYTES } from './detect-http.js';
 import { relayHttp1Body, relayHttp2 } from './http-relay.js';
 import { pipeBoth } from './inbound-forward.js';
 import { filterHttp1Response, grpcMessage, L5D_PROXY_ERROR, safeHeaderValue } from './inbound-http-headers.js';
+import type { OriginalDst, OriginalDstReader } from './original-dst.js';
 import { EndpointLoad, pickP2C } from './outbound-balancer.js';
 import type { OutboundConnectError, OutboundConnectFailure, OutboundConnector, OutboundProtocol } from './outbound-connector.js';
 import { filterOutboundRequest1, filterOutboundRequest2, parseAbsoluteForm } from './outbound-http-headers.js';
@@ -84,7 +96,9 @@ export type OutboundErrorReason =
   /** A connection to the proxy that is not HTTP (or sent nothing within the detect timeout): closed. */
   | 'not http'
   /** HTTP/2 CONNECT (extended or not): 501. */
-  | 'upgrade not supported';
+  | 'upgrade not supported'
+  /** Transparent mode: the original destination of a redirected connection could not be read: closed. */
+  | 'original destination unknown';
 
 /** Counters of an {@link OutboundProxy}. */
 export interface OutboundStats {
@@ -92,6 +106,8 @@ export interface OutboundStats {
   readonly requests: number;
   /** CONNECT requests received. */
   readonly tunnels: number;
+  /** Connections redirected to the proxy (transparent mode), each carried to its original destination. */
+  readonly redirected: number;
   /** Requests and tunnels sent to a second endpoint after a connect failure. */
   readonly retries: number;
   readonly errors: Readonly<Partial<Record<OutboundErrorReason, number>>>;
@@ -120,6 +136,11 @@ export interface OutboundProxyOptions {
   readonly headersTimeoutMs?: number;
   /** An idle HTTP/1 keep-alive client connection is closed after this (default 60 s). */
   readonly keepAliveTimeoutMs?: number;
+  /**
+   * Transparent mode: reads the original destination of each accepted connection; redirected
+   * ones are carried to it (see the module comment). Without it the listener is the forward proxy only.
+   */
+  readonly originalDst?: OriginalDstReader;
   readonly logger?: Logger;
 }
 
@@ -136,6 +157,23 @@ function noop(): void {}
 function first(v: string | string[] | undefined): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
+
+function hostPort(ip: string, port: number): string {
+  return ip.includes(':') ? `[${ip}]:${port}` : `${ip}:${port}`;
+}
+
+/** Whether `dst` is the socket's own local address: the connection came to the proxy itself, not redirected. */
+function isOwnAddress(socket: Socket, dst: OriginalDst): boolean {
+  if (!dst.redirected) return true;
+  const local = socket.localAddress?.startsWith('::ffff:') === true ? socket.localAddress.slice('::ffff:'.length) : socket.localAddress;
+  return dst.port === socket.localPort && dst.address === local;
+}
+
+/**
+ * Who a tunnel answers: a CONNECT client gets a status line (`200 Connection Established` or the
+ * failure); a redirected connection (transparent mode) gets nothing but the bytes, or a reset.
+ */
+type TunnelKind = 'connect' | 'redirected';
 
 /** A failed resolution or connection, as the proxy answers it. */
 interface Failure {
@@ -183,6 +221,7 @@ export class OutboundProxy {
   readonly #random: () => number;
   readonly #detectTimeoutMs: number;
   readonly #tunnelDetectTimeoutMs: number;
+  readonly #originalDst: OriginalDstReader | undefined;
   readonly #log: Logger;
   readonly #load = new EndpointLoad();
   readonly #keys = new WeakMap<DestinationEndpoint, string>();
@@ -196,6 +235,7 @@ export class OutboundProxy {
   #port: number | undefined;
   #requests = 0;
   #tunnels = 0;
+  #redirected = 0;
   #retries = 0;
   #state: 'new' | 'started' | 'closed' = 'new';
 
@@ -216,6 +256,7 @@ export class OutboundProxy {
     this.#random = opts.random ?? Math.random;
     this.#detectTimeoutMs = detectTimeoutMs;
     this.#tunnelDetectTimeoutMs = tunnelDetectTimeoutMs;
+    this.#originalDst = opts.originalDst;
     this.#log = opts.logger ?? silentLogger();
 
     this.#h1 = createHttp1Server({
@@ -289,6 +330,7 @@ export class OutboundProxy {
     return {
       requests: this.#requests,
       tunnels: this.#tunnels,
+      redirected: this.#redirected,
       retries: this.#retries,
       errors: { ...this.#errors },
       handshakes: this.#connector.stats().handshakes,
@@ -350,6 +392,20 @@ export class OutboundProxy {
     }
     this.#clients.add(raw);
     raw.once('close', () => this.#clients.delete(raw));
+    if (this.#originalDst !== undefined) {
+      const dst = this.#originalDst(raw);
+      if (!dst.ok) {
+        this.#error('original destination unknown');
+        this.#log.warn({ client: raw.remoteAddress, code: dst.code, err: dst.message }, 'outbound connection without a readable original destination');
+        raw.resetAndDestroy();
+        return;
+      }
+      if (!isOwnAddress(raw, dst.value)) {
+        this.#onRedirected(raw, dst.value);
+        return;
+      }
+      // Addressed to the proxy itself: an HTTP_PROXY client, served as the forward proxy.
+    }
     void readPrefix(raw, detectHttp, { timeoutMs: this.#detectTimeoutMs, maxBytes: HTTP1_MAX_REQUEST_LINE_BYTES }).then(
       (r) => {
         if (!('result' in r)) {
@@ -533,25 +589,40 @@ export class OutboundProxy {
     client.setTimeout(0);
     const parsed = this.#resolver.parse(req.url ?? '');
     if (!parsed.ok) {
-      this.#replyTunnel(client, { status: 400, reason: 'bad request', detail: parsed.reason });
+      this.#refuseTunnel(client, 'connect', { status: 400, reason: 'bad request', detail: parsed.reason });
       return;
     }
-    this.#resolver.resolve(parsed.target).then(
+    this.#resolveTunnel(client, head, parsed.target, 'connect');
+  }
+
+  /** Transparent mode: a redirected connection, carried to its original destination as a tunnel. */
+  #onRedirected(client: Socket, dst: OriginalDst): void {
+    this.#redirected++;
+    const parsed = this.#resolver.parse(hostPort(dst.address, dst.port));
+    if (!parsed.ok) {
+      this.#refuseTunnel(client, 'redirected', { status: 400, reason: 'bad request', detail: parsed.reason });
+      return;
+    }
+    this.#resolveTunnel(client, Buffer.alloc(0), parsed.target, 'redirected');
+  }
+
+  #resolveTunnel(client: Socket, head: Buffer, target: OutboundTarget, kind: TunnelKind): void {
+    this.#resolver.resolve(target).then(
       (r) => {
         const e = endpointsOf(r);
-        if ('failure' in e) this.#replyTunnel(client, e.failure);
-        else void this.#tunnel(client, head, e.endpoints);
+        if ('failure' in e) this.#refuseTunnel(client, kind, e.failure);
+        else void this.#tunnel(client, head, e.endpoints, kind);
       },
-      (e: unknown) => this.#replyTunnel(client, { status: 502, reason: 'destination unavailable', detail: errorMessage(e) }),
+      (e: unknown) => this.#refuseTunnel(client, kind, { status: 502, reason: 'destination unavailable', detail: errorMessage(e) }),
     );
   }
 
-  async #tunnel(client: Socket, head: Buffer, endpoints: readonly DestinationEndpoint[]): Promise<void> {
+  async #tunnel(client: Socket, head: Buffer, endpoints: readonly DestinationEndpoint[], kind: TunnelKind): Promise<void> {
     let failed: Set<DestinationEndpoint> | undefined;
     for (;;) {
       const ep = this.#pick(endpoints, 'connections', failed);
       if (ep === undefined) {
-        this.#replyTunnel(client, { status: 502, reason: 'connect failed', detail: 'no endpoint left to try' });
+        this.#refuseTunnel(client, kind, { status: 502, reason: 'connect failed', detail: 'no endpoint left to try' });
         return;
       }
       // Counted from the attempt, so that concurrent tunnels spread while connecting.
@@ -562,14 +633,14 @@ export class OutboundProxy {
       } catch (e) {
         closed();
         if (!isConnectError(e)) {
-          this.#replyTunnel(client, { status: 502, reason: 'connect failed', detail: errorMessage(e) });
+          this.#refuseTunnel(client, kind, { status: 502, reason: 'connect failed', detail: errorMessage(e) });
           return;
         }
         if (this.#retryAfter(ep, e, endpoints, failed)) {
           failed = new Set([ep]);
           continue;
         }
-        this.#replyTunnel(client, connectFailure(e));
+        this.#refuseTunnel(client, kind, connectFailure(e));
         return;
       }
       const upstream = link.socket;
@@ -578,7 +649,7 @@ export class OutboundProxy {
         upstream.destroy();
         return;
       }
-      client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+      if (kind === 'connect') client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
       if (head.length > 0) client.unshift(head);
       let protocol: OutboundProtocol = 'opaque';
       if (link.meshed && ep.protocolHint !== 'opaque') {
@@ -591,15 +662,20 @@ export class OutboundProxy {
         if ('result' in r && r.result !== 'not-http') protocol = r.result;
       }
       link.start(protocol);
-      if (this.#log.isLevelEnabled('debug')) this.#log.debug({ endpoint: this.#key(ep), meshed: link.meshed, protocol }, 'outbound tunnel open');
+      if (this.#log.isLevelEnabled('debug')) this.#log.debug({ endpoint: this.#key(ep), meshed: link.meshed, protocol, kind }, 'outbound tunnel open');
       pipeBoth(client, upstream);
       return;
     }
   }
 
-  #replyTunnel(client: Socket, f: Failure): void {
+  /** A tunnel that cannot be made: a CONNECT is answered with the failure's status; a redirected connection is reset. */
+  #refuseTunnel(client: Socket, kind: TunnelKind, f: Failure): void {
     this.#error(f.reason);
-    if (this.#log.isLevelEnabled('debug')) this.#log.debug({ status: f.status, reason: f.reason, detail: f.detail }, 'outbound tunnel refused');
+    if (this.#log.isLevelEnabled('debug')) this.#log.debug({ status: f.status, reason: f.reason, detail: f.detail, kind }, 'outbound tunnel refused');
+    if (kind === 'redirected') {
+      if (!client.destroyed) client.resetAndDestroy();
+      return;
+    }
     if (client.destroyed || !client.writable) {
       client.destroy();
       return;

@@ -201,6 +201,8 @@ export class DestinationCache {
   readonly #timers: Timers;
   readonly #now: () => number;
   readonly #entries = new Map<string, Entry>();
+  /** What each endpoint object was announced for (endpoints are parsed per stream, so per target). */
+  readonly #targets = new WeakMap<DestinationEndpoint, OutboundTarget>();
   #sweepTimer: unknown;
   #streamsOpened = 0;
   #evicted = 0;
@@ -261,6 +263,11 @@ export class DestinationCache {
     return new Promise((resolve) => {
       e.waiters.add(resolve);
     });
+  }
+
+  /** The target an endpoint of a resolution was announced for (for metric labels); undefined for others. */
+  targetOf(endpoint: DestinationEndpoint): OutboundTarget | undefined {
+    return this.#targets.get(endpoint);
   }
 
   /** Counters (see {@link DestinationCacheStats}). */
@@ -382,7 +389,10 @@ export class DestinationCache {
     e.backoff.reset();
     switch (ev.kind) {
       case 'add':
-        for (const ep of ev.endpoints) e.endpoints.set(addrKey(ep.ip, ep.port), ep);
+        for (const ep of ev.endpoints) {
+          e.endpoints.set(addrKey(ep.ip, ep.port), ep);
+          this.#targets.set(ep, e.target);
+        }
         e.exists = true;
         break;
       case 'remove':

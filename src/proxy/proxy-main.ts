@@ -17,6 +17,10 @@
  * - Outbound (optional): the HTTP forward proxy for the application (outbound-proxy), resolving
  *   services through the controller's Destination API (TLS, server name `linkerd-destination.<cp-ns>…`)
  *   and originating mesh TLS with this proxy's certificate, from the pod's address.
+ * - Transparent mode (optional, `transparent`): iptables redirects the pod's traffic; no listener
+ *   per pod port — the mesh port serves redirected inbound connections as the port they were
+ *   headed for, the outbound listener carries redirected outbound ones to their original
+ *   destination (SO_ORIGINAL_DST through the native addon, see original-dst).
  *
  * Everything listens at start, before the certificate and the policies arrive; `/ready` says when
  * the proxy can serve: a certificate that has not expired and a policy for every watched port.
@@ -34,6 +38,8 @@ import { type ProxyIdentity, startProxyIdentity } from './identity-bootstrap.js'
 import { InboundProxy } from './inbound-proxy.js';
 import { registerIdentityMetrics } from './metrics-identity.js';
 import { InboundMetrics } from './metrics-inbound.js';
+import type { TransportMetrics } from './metrics-transport.js';
+import { loadOriginalDst, type OriginalDstReader } from './original-dst.js';
 import { DEFAULT_MESH_PORT, OutboundConnector } from './outbound-connector.js';
 import { OutboundProxy } from './outbound-proxy.js';
 import { DestinationCache } from './outbound-resolver.js';
@@ -99,6 +105,15 @@ export interface ProxyOptions {
   /** The outbound forward proxy; none when undefined. */
   readonly outbound?: ProxyOutboundOptions;
   /**
+   * Transparent mode (Linux; iptables in the pod's network namespace redirects inbound traffic to
+   * the mesh port and outbound traffic to the outbound listener): no listener per pod port; a
+   * connection redirected to the mesh port is served as the pod port it was headed for
+   * (SO_ORIGINAL_DST), and one redirected to the outbound listener is carried to its original
+   * destination. Needs the native addon: {@link startProxy} rejects with `ERR_ORIGINAL_DST_ADDON`
+   * when it is not built. Default false (explicit ports).
+   */
+  readonly transparent?: boolean;
+  /**
    * Who the proxy-added `default:localhost` authorization admits (default 127.0.0.1 and ::1).
    * Local mode sets the pod's own address: every pod shares the host's loopback there.
    */
@@ -118,7 +133,7 @@ export interface ProxyOptions {
 /** One served pod port, as bound. */
 export interface ProxyBoundInbound {
   readonly podPort: number;
-  /** The port actually bound on the listen host. */
+  /** The port actually bound on the listen host (transparent mode: the mesh port, where it is redirected). */
   readonly listenPort: number;
   readonly appHost: string;
   readonly appPort: number;
@@ -222,10 +237,14 @@ function checkInbound(inbound: readonly ProxyInboundPort[]): void {
  * inbound listeners, the mesh port and the admin server. Resolves once everything listens (not
  * once ready; see {@link RunningProxy.ready}). Rejects with `MeshError` `ERR_IDENTITY_ANCHORS`
  * for trust anchors that do not parse, `ERR_INBOUND_LISTEN` / `ERR_ADMIN_LISTEN` when a port
- * cannot be bound (nothing is left running then); throws RangeError for bad ports.
+ * cannot be bound (nothing is left running then), `ERR_ORIGINAL_DST_ADDON` (an
+ * `OriginalDstAddonError` with a hint) in transparent mode without the native addon; throws
+ * RangeError for bad ports.
  */
 export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
   checkInbound(opts.inbound);
+  // First: without the addon transparent mode cannot work, and nothing has been started yet.
+  const originalDst = opts.transparent === true ? loadOriginalDst() : undefined;
   const log = opts.logger ?? silentLogger();
   const registry = opts.registry ?? createRegistry({ processMetrics: true });
   const domain = { controlPlaneNamespace: opts.controlPlaneNamespace, trustDomain: opts.trustDomain };
@@ -308,11 +327,13 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
       host: opts.listenHost,
       meshHost: opts.mesh.host,
       meshPort: opts.mesh.port,
-      appPorts: opts.inbound.map((p) => p.listenPort),
-      policyPorts: podPorts,
+      // Transparent mode: iptables brings the pod ports' connections to the mesh port.
+      appPorts: originalDst !== undefined ? [] : opts.inbound.map((p) => p.listenPort),
+      policyPorts: originalDst !== undefined ? [] : podPorts,
     },
     logger: log,
     metrics: metrics.hooks,
+    ...(originalDst !== undefined ? { originalDst } : {}),
   });
 
   let bound: ProxyBoundPorts | undefined;
@@ -359,7 +380,7 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
     ...(compile !== undefined ? { compile } : {}),
   });
 
-  const outbound = opts.outbound === undefined ? undefined : makeOutbound(opts.outbound, opts, tls, log);
+  const outbound = opts.outbound === undefined ? undefined : makeOutbound(opts.outbound, opts, tls, log, originalDst, metrics.transport);
 
   const close = async (): Promise<void> => {
     if (closed) return;
@@ -383,7 +404,7 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
       ...(outboundPort === undefined ? {} : { outbound: outboundPort }),
       inbound: opts.inbound.map((p, i) => ({
         podPort: p.podPort,
-        listenPort: inboundPorts.appPorts[i] ?? p.listenPort,
+        listenPort: originalDst !== undefined ? inboundPorts.meshPort : (inboundPorts.appPorts[i] ?? p.listenPort),
         appHost: opts.appHost,
         appPort: p.appPort,
       })),
@@ -421,6 +442,8 @@ function makeOutbound(
   opts: ProxyOptions,
   tls: RotatingMeshTls,
   log: Logger,
+  originalDst: OriginalDstReader | undefined,
+  transport: TransportMetrics,
 ): { readonly proxy: OutboundProxy; close(): Promise<void> } {
   const domain = { controlPlaneNamespace: opts.controlPlaneNamespace, trustDomain: opts.trustDomain };
   const client = new DestinationClient({
@@ -436,12 +459,15 @@ function makeOutbound(
   const meshPorts = o.meshPorts;
   const connector = new OutboundConnector({
     tls,
-    // Connections leave from the pod's address: the far side authorizes by it.
-    localAddress: opts.listenHost,
+    // Connections leave from the pod's address: the far side authorizes by it. In transparent
+    // mode the pod has a network namespace of its own and the OS picks that address.
+    ...(originalDst === undefined ? { localAddress: opts.listenHost } : {}),
     ...(meshPorts !== undefined && meshPorts.size > 0 ? { meshPortOf: (e) => meshPorts.get(e.ip) ?? e.opaqueTransportPort ?? DEFAULT_MESH_PORT } : {}),
+    // `tcp_*{direction="outbound"}`, labelled with the service each endpoint was resolved for.
+    onConnection: (socket, endpoint) => transport.trackOutbound(socket, endpoint, cache.targetOf(endpoint)),
     logger: log,
   });
-  const proxy = new OutboundProxy({ listen: o.listen, resolver: cache, connector, logger: log });
+  const proxy = new OutboundProxy({ listen: o.listen, resolver: cache, connector, logger: log, ...(originalDst !== undefined ? { originalDst } : {}) });
   return {
     proxy,
     close: async () => {

@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { type ChildProcessWithoutNullStreams, spawn, spawnSync } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
@@ -32,9 +32,13 @@ export interface WardProcess {
   stop(graceMs?: number): Promise<number | null>;
 }
 
-/** Starts `ward ARGS` in the background. */
-export function wardSpawn(args: readonly string[], env: NodeJS.ProcessEnv = {}): WardProcess {
-  const child = spawn(process.execPath, [WARD_BIN, ...args], { env: { ...process.env, ...env, NO_COLOR: '1', FORCE_COLOR: '0' } });
+/**
+ * Starts `ward ARGS` in the background, through `prefix` when given (a command that execs the
+ * rest in place, e.g. `ip netns exec NS` or `nsenter --net=… --setuid=…`, so signals reach ward).
+ */
+export function wardSpawn(args: readonly string[], env: NodeJS.ProcessEnv = {}, prefix: readonly string[] = []): WardProcess {
+  const argv = [...prefix, process.execPath, WARD_BIN, ...args];
+  const child = spawn(argv[0] as string, argv.slice(1), { env: { ...process.env, ...env, NO_COLOR: '1', FORCE_COLOR: '0' } });
   let out = '';
   let err = '';
   child.stdout.on('data', (c: Buffer) => {
@@ -87,24 +91,29 @@ export function initWorkdir(dir: string): { readonly idDir: string; readonly man
 /**
  * Starts `ward controller` on `manifests` with the identity in `idDir`, every API on `host`: at
  * `ports` (a restart on the same ports), by default on any free port (see {@link controllerPorts}).
+ * `prefix` as for {@link wardSpawn}.
  */
-export function spawnController(manifests: string, idDir: string, host: string, ports?: ControllerPorts): WardProcess {
+export function spawnController(manifests: string, idDir: string, host: string, ports?: ControllerPorts, prefix: readonly string[] = []): WardProcess {
   const addr = (p: number | undefined) => `${host}:${p ?? 0}`;
-  return wardSpawn([
-    'controller',
-    '--manifests',
-    manifests,
-    '--identity-dir',
-    idDir,
-    '--policy-addr',
-    addr(ports?.policy),
-    '--identity-addr',
-    addr(ports?.identity),
-    '--destination-addr',
-    addr(ports?.destination),
-    '--admin-addr',
-    addr(ports?.admin),
-  ]);
+  return wardSpawn(
+    [
+      'controller',
+      '--manifests',
+      manifests,
+      '--identity-dir',
+      idDir,
+      '--policy-addr',
+      addr(ports?.policy),
+      '--identity-addr',
+      addr(ports?.identity),
+      '--destination-addr',
+      addr(ports?.destination),
+      '--admin-addr',
+      addr(ports?.admin),
+    ],
+    {},
+    prefix,
+  );
 }
 
 /** Ports a started controller reported on stderr. */
@@ -126,4 +135,51 @@ export async function controllerPorts(p: WardProcess, timeoutMs = 20_000): Promi
     },
     timeoutMs,
   );
+}
+
+/**
+ * Writes a ServiceAccount token for `namespace/sa` bound to pod `namespace/pod` (minted by
+ * `ward identity token`, asserted to succeed) to `file`, for `ward proxy --token-file`.
+ */
+export function writeTokenFile(idDir: string, file: string, namespace: string, sa: string, pod: string): string {
+  const t = wardSync(['identity', 'token', '--identity-dir', idDir, '--sa', `${namespace}/${sa}`, '--pod', `${namespace}/${pod}`]);
+  assert.equal(t.status, 0, t.stderr);
+  writeFileSync(file, `${t.stdout.trim()}\n`);
+  return file;
+}
+
+/** What a started `ward proxy` reported on stderr. */
+export interface ProxyPorts {
+  readonly identity: string;
+  readonly mesh: number;
+  readonly admin: number;
+  /** Listen port by pod port. */
+  readonly inbound: ReadonlyMap<number, number>;
+  readonly outbound: number | undefined;
+}
+
+/**
+ * Waits for a proxy's ready line and parses it, then for its admin `/ready` (on `adminHost`) to
+ * answer 200.
+ */
+export async function proxyPorts(p: WardProcess, adminHost: string, timeoutMs = 20_000): Promise<ProxyPorts> {
+  const ports = await waitFor(
+    `the proxy's ready line (stderr so far: ${p.stderr().slice(-500)})`,
+    () => {
+      if (p.child.exitCode !== null) throw new Error(`proxy exited with ${p.child.exitCode}: ${p.stderr()}`);
+      const m = /^ward proxy ready: identity (\S+), mesh :(\d+), admin :(\d+), inbound (.*?)(?:, outbound :(\d+))?(?:, transparent)?$/m.exec(p.stderr());
+      if (m === null) return undefined;
+      const inbound = new Map<number, number>();
+      for (const i of (m[4] as string).matchAll(/(\d+)@(\d+)->/g)) inbound.set(Number(i[1]), Number(i[2]));
+      return { identity: m[1] as string, mesh: Number(m[2]), admin: Number(m[3]), inbound, outbound: m[5] === undefined ? undefined : Number(m[5]) };
+    },
+    timeoutMs,
+  );
+  await waitFor(
+    `the proxy to be ready (stderr so far: ${p.stderr().slice(-1000)})`,
+    async () => ((await fetch(`http://${adminHost}:${ports.admin}/ready`, { signal: AbortSignal.timeout(timeoutMs) })).status === 200 ? true : undefined),
+    timeoutMs,
+    50,
+  );
+  return ports;
 }

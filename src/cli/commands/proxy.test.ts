@@ -80,6 +80,7 @@ describe('ward proxy flags', () => {
       [['--inbound', '8080=127.0.0.1:1', '--inbound', '9000=127.0.0.2:1'], /every application must be on one host/],
       [['--listen-host', 'localhost'], /--listen-host "localhost" is not an IP address/],
       [['--mesh-addr', 'nope'], /--mesh-addr "nope" is not HOST:PORT/],
+      [['--transparent', '--inbound', '8080@0=127.0.0.1:8080'], /--inbound "8080@0=127.0.0.1:8080": no @LISTEN_PORT with --transparent/],
       [['--log-level', 'loud'], /--log-level must be one of/],
       [['--token-file', join(dir, 'missing')], /--token-file .*missing: cannot read/],
       [['--trust-anchors', token], /--trust-anchors .*token: trust anchors:/],

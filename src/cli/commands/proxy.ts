@@ -14,17 +14,34 @@
  * application's `HTTP_PROXY` / `grpc_proxy`. Its connections leave from `--listen-host`. The
  * hidden `--mesh-port-override IP=PORT` (repeatable) tells it the mesh port of the proxy at a pod
  * address that is not on 4143 (several proxies on one loopback address, as in tests).
+ *
+ * `--transparent` (Linux; needs `npm run build:native`): iptables in the pod's network namespace
+ * redirects inbound TCP to the mesh port and the application's outbound TCP to the outbound
+ * listener, and the proxy reads each connection's original destination (SO_ORIGINAL_DST). The
+ * proxy then listens on no pod port: `--inbound POD_PORT=APPHOST:APPPORT` (no `@LISTEN_PORT`)
+ * only declares the pod's ports, whose redirected connections get that port's policy and go to
+ * APPHOST:APPPORT; `--mesh-addr` defaults to 0.0.0.0:4143; with `--destination-addr` the listener
+ * on `--outbound-addr` (default 127.0.0.1:4140) carries redirected connections to their original
+ * destinations (and still serves HTTP_PROXY clients that address it). The proxy's own connections
+ * must not be redirected: run it as a dedicated user (or group) and exempt it in the OUTPUT rules
+ * (`-m owner --uid-owner UID -j RETURN`, as upstream's proxy-init does; or `--gid-owner GID`).
  */
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { type Command, Option } from '@commander-js/extra-typings';
 import { isDns1123Label, isDnsName } from '../../identity/index.js';
-import { ADMIN_POLICY_PORT, type ProxyInboundPort, type ProxyOutboundOptions, type RunningProxy, startProxy } from '../../proxy/index.js';
+import {
+  ADMIN_POLICY_PORT,
+  type OriginalDstAddonError,
+  type ProxyInboundPort,
+  type ProxyOutboundOptions,
+  type RunningProxy,
+  startProxy,
+} from '../../proxy/index.js';
 import { createLogger, errorMessage, hasCode } from '../../shared/index.js';
 import { networks } from '../cluster-config.js';
-import { type CliIo, EXIT, UsageError, untilStopped } from '../io.js';
+import { type CliIo, EXIT, parseListenAddress, UsageError, untilStopped } from '../io.js';
 import { palette } from '../output.js';
-import { parseListenAddress } from './controller.js';
 
 /** Flags of `ward proxy`. */
 export interface ProxyFlags {
@@ -38,7 +55,8 @@ export interface ProxyFlags {
   readonly policyAddr: string;
   readonly inbound: readonly string[];
   readonly listenHost: string;
-  readonly meshAddr: string;
+  /** Default 127.0.0.1:4143; 0.0.0.0:4143 with `transparent`. */
+  readonly meshAddr?: string;
   readonly adminAddr: string;
   /** `HOST:PORT` or `off`; default 127.0.0.1:4140 when `destinationAddr` is given. */
   readonly outboundAddr?: string;
@@ -47,6 +65,8 @@ export interface ProxyFlags {
   readonly meshPortOverride?: readonly string[];
   /** Comma-separated CIDRs the proxy-added localhost authorization admits. */
   readonly localhostNetworks?: string;
+  /** Transparent mode: iptables redirects, original destinations from SO_ORIGINAL_DST. */
+  readonly transparent?: boolean;
   readonly logLevel?: string;
 }
 
@@ -148,12 +168,12 @@ export function registerProxyCommand(program: Command, io: CliIo, result: { stat
     .requiredOption('--policy-addr <host:port>', "the controller's inbound policy API")
     .option('--inbound <spec>', `serve a pod port (repeatable): ${INBOUND_SYNTAX}`, collect, [] as string[])
     .option('--listen-host <ip>', "the pod's address: where the inbound ports listen", '127.0.0.1')
-    .option('--mesh-addr <host:port>', 'the mesh port for transport-header connections', '127.0.0.1:4143')
+    .option('--mesh-addr <host:port>', 'the mesh port for transport-header connections (default 127.0.0.1:4143; 0.0.0.0:4143 with --transparent)')
     .option('--admin-addr <host:port>', 'the admin server: /live, /ready, /metrics, /debug/policies', `127.0.0.1:${ADMIN_POLICY_PORT}`)
     .option('--destination-addr <host:port>', "the controller's Destination API; turns the outbound proxy on")
     .option(
       '--outbound-addr <host:port|off>',
-      `the outbound HTTP forward proxy for the application (default 127.0.0.1:${OUTBOUND_PORT} with --destination-addr)`,
+      `the outbound HTTP forward proxy for the application (default 127.0.0.1:${OUTBOUND_PORT} with --destination-addr); with --transparent also where iptables redirects its outbound connections`,
     )
     .option('--cluster-domain <domain>', 'cluster domain of service names (default cluster.local)')
     .addOption(
@@ -165,6 +185,10 @@ export function registerProxyCommand(program: Command, io: CliIo, result: { stat
     .option(
       '--localhost-networks <cidrs>',
       "who the proxy-added default:localhost authorization admits (default 127.0.0.1/32,::1/128; local mode: the pod's own address)",
+    )
+    .option(
+      '--transparent',
+      'transparent mode (Linux, iptables redirects; needs `npm run build:native`): no listener per pod port; connections redirected to the mesh port are served as the port they were headed for, and with --destination-addr those redirected to the outbound address go to their original destination',
     )
     .option('--log-level <level>', `log level: ${LEVELS.join(', ')} (default info; WARD_LOG overrides)`)
     .action(async (opts) => {
@@ -184,10 +208,14 @@ export async function runProxy(flags: ProxyFlags, io: CliIo, signals: AbortSigna
     throw new UsageError(`--log-level must be one of ${LEVELS.join(', ')}`);
   const identityAddress = parseDialAddress(flags.identityAddr, '--identity-addr');
   const policyAddress = parseDialAddress(flags.policyAddr, '--policy-addr');
-  const mesh = parseListenAddress(flags.meshAddr, '--mesh-addr');
+  const transparent = flags.transparent === true;
+  const mesh = parseListenAddress(flags.meshAddr ?? (transparent ? '0.0.0.0:4143' : '127.0.0.1:4143'), '--mesh-addr');
   const admin = parseListenAddress(flags.adminAddr, '--admin-addr');
   if (isIP(flags.listenHost) === 0) throw new UsageError(`--listen-host "${flags.listenHost}" is not an IP address`);
   const inbound = flags.inbound.map(parseInboundFlag);
+  const withListenPort = flags.inbound.find((t) => t.includes('@'));
+  if (transparent && withListenPort !== undefined)
+    throw new UsageError(`--inbound "${withListenPort}": no @LISTEN_PORT with --transparent (iptables brings the pod port's connections to the mesh port)`);
   const outbound = parseOutboundFlags(flags);
   const seen = new Set<number>();
   for (const p of inbound) {
@@ -221,6 +249,7 @@ export async function runProxy(flags: ProxyFlags, io: CliIo, signals: AbortSigna
       admin,
       ...(outbound !== undefined ? { outbound } : {}),
       ...(localhostNetworks !== undefined ? { localhostNetworks } : {}),
+      ...(transparent ? { transparent } : {}),
       logger,
     });
   } catch (e) {
@@ -230,6 +259,10 @@ export async function runProxy(flags: ProxyFlags, io: CliIo, signals: AbortSigna
       io.err(`${red}: --trust-anchors ${flags.trustAnchors}: ${(e as Error).message}\n`);
       return EXIT.usage;
     }
+    if (hasCode(e, 'ERR_ORIGINAL_DST_ADDON')) {
+      io.err(`${red}: --transparent: ${(e as Error).message}\n  hint: ${(e as OriginalDstAddonError).hint}\n`);
+      return EXIT.failed;
+    }
     if (hasCode(e, 'ERR_INBOUND_LISTEN') || hasCode(e, 'ERR_ADMIN_LISTEN') || hasCode(e, 'ERR_INBOUND_TLS') || hasCode(e, 'ERR_OUTBOUND_LISTEN')) {
       io.err(`${red}: ${(e as Error).message}\n`);
       return EXIT.failed;
@@ -238,7 +271,7 @@ export async function runProxy(flags: ProxyFlags, io: CliIo, signals: AbortSigna
   }
   const p = running.ports;
   const served = p.inbound.map((i) => `${i.podPort}@${i.listenPort}->${i.appHost.includes(':') ? `[${i.appHost}]` : i.appHost}:${i.appPort}`).join(', ');
-  const outboundNote = p.outbound === undefined ? '' : `, outbound :${p.outbound}`;
+  const outboundNote = (p.outbound === undefined ? '' : `, outbound :${p.outbound}`) + (transparent ? ', transparent' : '');
   io.err(`ward proxy ready: identity ${running.identity}, mesh :${p.mesh}, admin :${p.admin}, inbound ${served === '' ? 'none' : served}${outboundNote}\n`);
   await untilStopped(signals);
   logger.info('shutting down');

@@ -1,0 +1,311 @@
+/**
+ * Transparent mode in-process, with a scripted SO_ORIGINAL_DST (the real one needs iptables in a
+ * network namespace: test/e2e/transparent.test.ts). Inbound: an InboundProxy whose mesh port
+ * receives "redirected" connections serves each as the pod port its original destination names —
+ * the same detection and authorization as an application listener — and keeps direct
+ * (transport-header) connections for the mesh port itself. Outbound: an OutboundProxy carries a
+ * redirected connection to its original destination over mesh TLS (the far InboundProxy of
+ * outbound-test-helpers sees our identity), to an unknown address in plaintext, and still serves
+ * HTTP_PROXY clients that address it directly.
+ */
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { createServer as createHttpServer, type Server as HttpServer, type IncomingHttpHeaders } from 'node:http';
+import { type AddressInfo, createServer as createNetServer, type Server as NetServer, connect as netConnect, type Socket } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { connect as tlsConnect } from 'node:tls';
+import type { DestinationEvent, StreamHandlers, WireResult } from '../api/index.js';
+import { type Authorization, type CompiledServer, compileServer, type InboundServer, type Network, type ProxyProtocol } from '../core/index.js';
+import { TempDirs, waitFor, within } from './identity-test-helpers.js';
+import { InboundProxy } from './inbound-proxy.js';
+import type { OriginalDstReader, OriginalDstResult } from './original-dst.js';
+import { OutboundConnector } from './outbound-connector.js';
+import { OutboundProxy } from './outbound-proxy.js';
+import { DestinationCache, type DestinationSource } from './outbound-resolver.js';
+import { HOST, POD_HTTP1, POD_TCP, type ServerSide, startServerSide } from './outbound-test-helpers.js';
+import type { PolicyListener } from './policy-watch.js';
+import { MeshTlsContext, TRANSPORT_HEADER_ALPN } from './tls-context.js';
+import { encodeTransportHeader } from './transport-header.js';
+
+const WAIT_MS = 5000;
+/** Admitted by the inbound policies in plaintext. */
+const ALLOWED = '127.0.0.2';
+/** Not admitted in plaintext. */
+const STRANGER = '127.0.0.3';
+/** A pod address the scripted controller knows (its endpoints are the far InboundProxy). */
+const POD_IP = '127.0.0.9';
+
+/**
+ * The scripted SO_ORIGINAL_DST: what the next accepted connection reports (tests run one
+ * connection at a time). Undefined: not redirected.
+ */
+let next: OriginalDstResult | undefined;
+const originalDst: OriginalDstReader = (s) =>
+  next ?? { ok: true, value: { address: s.localAddress as string, port: s.localPort as number, redirected: false } };
+const redirectTo = (address: string, port: number): OriginalDstResult => ({ ok: true, value: { address, port, redirected: true } });
+
+// ---------------------------------------------------------------------------------------------
+// Set-up
+
+function authz(name: string, authentication: Authorization['authentication'], networks: readonly Network[]): Authorization {
+  return { meta: { group: 'policy.linkerd.io', kind: 'AuthorizationPolicy', name }, networks, authentication };
+}
+
+function server(name: string, protocol: ProxyProtocol, authorizations: Authorization[]): InboundServer {
+  return { meta: { group: 'policy.linkerd.io', kind: 'Server', name }, protocol, authorizations };
+}
+
+class FixedPolicies {
+  readonly #servers = new Map<number, CompiledServer>();
+  set(port: number, s: InboundServer): void {
+    this.#servers.set(port, compileServer(s));
+  }
+  current(port: number): CompiledServer | undefined {
+    return this.#servers.get(port);
+  }
+  subscribe(_port: number, _listener: PolicyListener): () => void {
+    return () => {};
+  }
+}
+
+class TableSource implements DestinationSource {
+  readonly table = new Map<string, DestinationEvent>();
+  get(path: string, handlers: StreamHandlers<WireResult<DestinationEvent>>): () => void {
+    queueMicrotask(() => handlers.onMessage({ ok: true, value: this.table.get(path) ?? { kind: 'noEndpoints', exists: false } }));
+    return () => {};
+  }
+}
+
+const dirs = new TempDirs();
+let side: ServerSide;
+let inbound: InboundProxy;
+let meshPort: number;
+const appSeen: IncomingHttpHeaders[] = [];
+let httpApp: HttpServer;
+let echoApp: NetServer;
+let cache: DestinationCache;
+let connector: OutboundConnector;
+let outbound: OutboundProxy;
+let outboundPort: number;
+const sockets = new Set<Socket>();
+
+async function listen(s: HttpServer | NetServer): Promise<number> {
+  s.listen(0, HOST);
+  await once(s, 'listening');
+  return (s.address() as AddressInfo).port;
+}
+
+before(async () => {
+  side = await startServerSide(dirs);
+  httpApp = createHttpServer((req, res) => {
+    appSeen.push(req.headers);
+    res.end(`app ${req.url}`);
+  });
+  echoApp = createNetServer((s) => {
+    s.on('error', () => {});
+    s.pipe(s);
+  });
+  const [httpPort, echoPort] = await Promise.all([listen(httpApp), listen(echoApp)]);
+  const policies = new FixedPolicies();
+  const anywhere: Network = { net: { ip: '0.0.0.0', prefixLen: 0 }, except: [] };
+  const client = authz('client', { kind: 'tlsAuthenticated', identities: [side.clientCert.identity], suffixes: [] }, [anywhere]);
+  const allowed = authz('allowed', { kind: 'unauthenticated' }, [{ net: { ip: ALLOWED, prefixLen: 32 }, except: [] }]);
+  const everything = {
+    meta: { group: 'policy.linkerd.io', kind: 'HTTPRoute', name: 'all' },
+    hosts: [],
+    authorizations: [],
+    rules: [{ matches: [{ path: { kind: 'prefix' as const, value: '/' }, headers: [], queryParams: [] }], filters: [] }],
+  };
+  policies.set(8080, server('web', { kind: 'http1', routes: [everything] }, [client, allowed]));
+  policies.set(9000, server('tcp', { kind: 'opaque' }, [allowed]));
+  const appPorts = new Map([
+    [8080, httpPort],
+    [9000, echoPort],
+  ]);
+  inbound = new InboundProxy({
+    identity: side.serverCert.identity,
+    tls: new MeshTlsContext(side.serverCert, side.mesh.anchorsPem),
+    policies,
+    appHost: HOST,
+    appPortOf: (p) => appPorts.get(p) ?? 1,
+    listen: { host: HOST, meshPort: 0, appPorts: [] },
+    detectTimeoutMs: 1000,
+    originalDst,
+  });
+  meshPort = (await inbound.start()).meshPort;
+
+  const source = new TableSource();
+  source.table.set(`${POD_IP}:8080`, { kind: 'add', endpoints: [side.endpoint(POD_HTTP1)], setLabels: {} });
+  source.table.set(`${POD_IP}:9000`, {
+    kind: 'add',
+    endpoints: [side.endpoint(POD_TCP, { protocolHint: 'opaque', opaqueTransportPort: 4143 })],
+    setLabels: {},
+  });
+  cache = new DestinationCache({ source, namespace: 'demo', lookupTimeoutMs: 2000 });
+  connector = new OutboundConnector({ tls: new MeshTlsContext(side.clientCert, side.mesh.anchorsPem), meshPortOf: () => side.meshPort, localAddress: ALLOWED });
+  outbound = new OutboundProxy({ listen: { host: HOST, port: 0 }, resolver: cache, connector, originalDst, tunnelDetectTimeoutMs: 500 });
+  outboundPort = await outbound.start();
+});
+
+after(async () => {
+  for (const s of sockets) s.destroy();
+  await outbound?.close();
+  connector?.close();
+  cache?.close();
+  await inbound?.close();
+  httpApp?.closeAllConnections();
+  await Promise.all([new Promise((r) => httpApp?.close(r)), new Promise((r) => echoApp?.close(r))]);
+  await side?.close();
+  dirs.cleanup();
+});
+
+// ---------------------------------------------------------------------------------------------
+// Clients
+
+/** A client connection and everything it received. */
+interface Client {
+  readonly socket: Socket;
+  received(): string;
+  readonly closed: Promise<void>;
+}
+
+function watch(socket: Socket): Client {
+  const chunks: Buffer[] = [];
+  sockets.add(socket);
+  socket.on('error', () => {});
+  socket.on('data', (c: Buffer) => chunks.push(c));
+  const closed = new Promise<void>((resolve) =>
+    socket.once('close', () => {
+      sockets.delete(socket);
+      resolve();
+    }),
+  );
+  return { socket, received: () => Buffer.concat(chunks).toString('latin1'), closed };
+}
+
+/**
+ * Connects from `from` to `port`, with `next` set to `dst` for the proxy's accept; resolves once
+ * connected (or closed: a refused connection may be reset before the client saw it connect).
+ */
+async function connectAs(port: number, from: string, dst: OriginalDstResult | undefined): Promise<Client> {
+  next = dst;
+  const c = watch(netConnect({ host: HOST, port, localAddress: from }));
+  await within(Promise.race([new Promise((resolve) => c.socket.once('connect', resolve)), c.closed]), WAIT_MS, 'connect');
+  return c;
+}
+
+/** Writes `data` (unless closed already) and resolves with everything received once the peer closed. */
+async function exchange(c: Client, data: string | Buffer): Promise<string> {
+  if (!c.socket.destroyed) c.socket.write(data);
+  await within(c.closed, WAIT_MS, 'the connection to close');
+  return c.received();
+}
+
+const get = (path: string) => `GET ${path} HTTP/1.1\r\nHost: web\r\nConnection: close\r\n\r\n`;
+
+/** Writes `data` and resolves once it came back (the connection stays open). */
+async function echoes(c: Client, data: string): Promise<void> {
+  const before = c.received().length;
+  c.socket.write(data);
+  await waitFor(() => c.received().slice(before).includes(data), `the echo of ${data}`, WAIT_MS);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+describe('InboundProxy with originalDst (transparent mode)', () => {
+  it('serves a plaintext connection redirected from pod port 8080 with 8080’s policy: allowed → the app, denied → 403', async () => {
+    const ok = await exchange(await connectAs(meshPort, ALLOWED, redirectTo('10.0.0.5', 8080)), get('/allowed'));
+    assert.match(ok, /^HTTP\/1\.1 200 /);
+    assert.match(ok, /app \/allowed$/);
+    const denied = await exchange(await connectAs(meshPort, STRANGER, redirectTo('10.0.0.5', 8080)), get('/denied'));
+    assert.match(denied, /^HTTP\/1\.1 403 /);
+  });
+
+  it('terminates mesh TLS without a transport header on a redirected connection: Established, the app sees the client id', async () => {
+    next = redirectTo('10.0.0.5', 8080);
+    const tcp = watch(netConnect({ host: HOST, port: meshPort, localAddress: STRANGER })).socket;
+    const t = watch(tlsConnect({ ...new MeshTlsContext(side.clientCert, side.mesh.anchorsPem).clientOptions(side.serverCert.identity), socket: tcp }));
+    await within(once(t.socket, 'secureConnect'), WAIT_MS, 'the mesh handshake');
+    const before = appSeen.length;
+    const r = await exchange(t, get('/meshed'));
+    assert.match(r, /^HTTP\/1\.1 200 /);
+    assert.equal(appSeen.slice(before)[0]?.['l5d-client-id'], side.clientCert.identity);
+  });
+
+  it('authorizes a redirected opaque port per connection: allowed → echoed, denied → closed without a byte', async () => {
+    const s = await connectAs(meshPort, ALLOWED, redirectTo('10.0.0.5', 9000));
+    await echoes(s, 'ping');
+    s.socket.destroy();
+    assert.equal(await exchange(await connectAs(meshPort, STRANGER, redirectTo('10.0.0.5', 9000)), 'ping'), '');
+  });
+
+  it('keeps the mesh port direct when the original destination is the mesh port itself (or not redirected)', async () => {
+    const before = inbound.stats().tcpErrors['direct connection not mutually authenticated'] ?? 0;
+    assert.equal(await exchange(await connectAs(meshPort, ALLOWED, redirectTo('10.0.0.5', meshPort)), get('/')), '');
+    assert.equal(await exchange(await connectAs(meshPort, ALLOWED, undefined), get('/')), '');
+    assert.equal((inbound.stats().tcpErrors['direct connection not mutually authenticated'] ?? 0) - before, 2);
+    // A transport-header connection redirected to 4143 (port 4143 → 4143) works as ever.
+    next = redirectTo('10.0.0.5', meshPort);
+    const tcp = watch(netConnect({ host: HOST, port: meshPort, localAddress: STRANGER })).socket;
+    const t = watch(
+      tlsConnect({
+        ...new MeshTlsContext(side.clientCert, side.mesh.anchorsPem).clientOptions(side.serverCert.identity, [TRANSPORT_HEADER_ALPN]),
+        socket: tcp,
+      }),
+    );
+    await within(once(t.socket, 'secureConnect'), WAIT_MS, 'the mesh handshake');
+    t.socket.write(encodeTransportHeader({ port: 8080, sessionProtocol: 'http1' }));
+    assert.match(await exchange(t, get('/direct')), /^HTTP\/1\.1 200 [\s\S]*app \/direct$/);
+  });
+
+  it('closes a connection whose original destination cannot be read', async () => {
+    const before = inbound.stats().tcpErrors['original destination unknown'] ?? 0;
+    const r = await exchange(await connectAs(meshPort, ALLOWED, { ok: false, code: 'ENOPROTOOPT', message: 'Protocol not available' }), get('/'));
+    assert.equal(r, '');
+    assert.equal((inbound.stats().tcpErrors['original destination unknown'] ?? 0) - before, 1);
+  });
+});
+
+describe('OutboundProxy with originalDst (transparent mode)', () => {
+  it('carries a redirected HTTP connection to a meshed pod over mesh TLS: the far side sees our identity', async () => {
+    const before = side.seen.length;
+    const r = await exchange(await connectAs(outboundPort, HOST, redirectTo(POD_IP, 8080)), get('/transparent'));
+    assert.match(r, /^HTTP\/1\.1 200 /);
+    const seen = side.seen.slice(before);
+    assert.equal(seen.length, 1);
+    assert.equal(seen[0]?.path, '/transparent');
+    assert.equal(seen[0]?.headers['l5d-client-id'], side.clientCert.identity);
+    assert.equal(outbound.stats().redirected >= 1, true);
+  });
+
+  it('carries a redirected opaque connection (transport header without a session protocol)', async () => {
+    const s = await connectAs(outboundPort, HOST, redirectTo(POD_IP, 9000));
+    await echoes(s, 'opaque bytes');
+    s.socket.destroy();
+  });
+
+  it('connects to an address the controller does not know directly, in plaintext', async () => {
+    const before = appSeen.length;
+    const httpPort = (httpApp.address() as AddressInfo).port;
+    const r = await exchange(await connectAs(outboundPort, HOST, redirectTo(HOST, httpPort)), get('/unmeshed'));
+    assert.match(r, /^HTTP\/1\.1 200 [\s\S]*app \/unmeshed$/);
+    assert.equal(appSeen.slice(before)[0]?.['l5d-client-id'], undefined);
+  });
+
+  it('serves a connection that was not redirected as the forward proxy (HTTP_PROXY clients)', async () => {
+    const httpPort = (httpApp.address() as AddressInfo).port;
+    const r = await exchange(
+      await connectAs(outboundPort, HOST, undefined),
+      `GET http://${HOST}:${httpPort}/forward HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`,
+    );
+    assert.match(r, /^HTTP\/1\.1 200 [\s\S]*app \/forward$/);
+  });
+
+  it('resets a connection whose original destination cannot be read, or that cannot be carried', async () => {
+    const before = outbound.stats().errors['original destination unknown'] ?? 0;
+    assert.equal(await exchange(await connectAs(outboundPort, HOST, { ok: false, code: 'EBADF', message: 'bad fd' }), get('/')), '');
+    assert.equal((outbound.stats().errors['original destination unknown'] ?? 0) - before, 1);
+    // Nothing listens there: no status line, just the close.
+    assert.equal(await exchange(await connectAs(outboundPort, HOST, redirectTo(HOST, 1)), get('/')), '');
+  });
+});

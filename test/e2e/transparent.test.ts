@@ -1,0 +1,317 @@
+/**
+ * Transparent mode as Kubernetes runs it, on one machine (root, Linux, iptables): network
+ * namespaces this test creates — a "node" (`10.244.77.1`, a bridge, the real `ward controller`,
+ * an unmeshed HTTP server and a plaintext client) and two pods on the bridge, `client-0`
+ * (`10.244.77.2`) and `server-0` (`10.244.77.3`). Each pod gets the rules of upstream's
+ * proxy-init in its own namespace and a real `ward proxy --transparent`:
+ *
+ *     nat PREROUTING: tcp to 4190/4191 → RETURN; any other tcp → REDIRECT 4143 (inbound)
+ *     nat OUTPUT:     gid 2102 (the proxy) → RETURN; -o lo → RETURN; tcp → REDIRECT 4140 (outbound)
+ *
+ * Redirect loops: the proxy's sockets must be recognisable to the OUTPUT rules. Upstream runs the
+ * proxy as its own user and exempts it with `-m owner --uid-owner 2102`; here the proxy runs with
+ * its own group instead (`nsenter --setgid 2102`: still uid 0, so it reads the checkout and the
+ * test's files wherever they are) and is exempted with `-m owner --gid-owner 2102`. Its
+ * connections to the controller, to other pods' mesh ports and to unmeshed destinations leave as
+ * they are; the application (root, gid 0) is redirected.
+ *
+ * The server pod's application (8080/8081 HTTP, 9000/9001 TCP echo) listens on 0.0.0.0 and the
+ * proxy reaches it on 127.0.0.1 — its own `-o lo` traffic is exempt anyway. Policies: 8080 HTTP/1
+ * only for the `client` identity, 8081 HTTP/1 for the node's address (unauthenticated), 9000
+ * opaque for the node's address, 9001 opaque only for `client`. On the wire:
+ * - the node's plaintext client reaches 8081 and 9000, gets 403 on 8080 and a closed connection
+ *   on 9001 — the inbound redirect put the proxy in the path, SO_ORIGINAL_DST named the port;
+ * - the client pod's application connects to `10.244.77.3:8080` / `:9001` with no proxy settings:
+ *   the outbound redirect, a Destination lookup of `ip:port` and mesh TLS to the server's proxy
+ *   (4143 → 4143: a direct connection) deliver it with `l5d-client-id`, authorized;
+ * - the client pod's connection to the node's server (an address the controller does not know)
+ *   goes out in plaintext from the pod's own address.
+ *
+ * Only addresses inside these namespaces are used; they are deleted in `after` (processes left in
+ * them are killed), and ones left by a crashed run are swept at start. Without root or iptables the
+ * suite is skipped, except under CI=true where that is a failure.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { ORIGINAL_DST_ADDON_PATH } from '../../src/proxy/index.js';
+import { type ControllerPorts, controllerPorts, initWorkdir, spawnController, type WardProcess, waitFor, wardSpawn, wardSync } from './helpers.js';
+import { type LabPod, NetnsAgent, NetnsLab, netnsPrerequisites, sweepStaleNamespaces } from './netns.js';
+
+const TD = 'cluster.local';
+const SUBNET = '10.244.77';
+/** The proxy's group: its sockets are exempt from the outbound redirect. */
+const PROXY_GID = 2102;
+const WAIT_MS = 20_000;
+const idOf = (ns: string, sa: string) => `${sa}.${ns}.serviceaccount.identity.linkerd.${TD}`;
+const CLIENT_ID = idOf('demo', 'client');
+const NODE_IP = `${SUBNET}.1`;
+const CLIENT_IP = `${SUBNET}.2`;
+const SERVER_IP = `${SUBNET}.3`;
+/** The node's unmeshed HTTP server. */
+const NODE_HTTP_PORT = 7070;
+
+/** upstream proxy-init's nat rules, for iptables-restore. */
+const PROXY_INIT_RULES = `*nat
+:PREROUTING ACCEPT [0:0]
+:INPUT ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+:POSTROUTING ACCEPT [0:0]
+:PROXY_INIT_REDIRECT - [0:0]
+:PROXY_INIT_OUTPUT - [0:0]
+-A PREROUTING -j PROXY_INIT_REDIRECT
+-A PROXY_INIT_REDIRECT -p tcp -m multiport --dports 4190,4191 -j RETURN
+-A PROXY_INIT_REDIRECT -p tcp -j REDIRECT --to-ports 4143
+-A OUTPUT -j PROXY_INIT_OUTPUT
+-A PROXY_INIT_OUTPUT -m owner --gid-owner ${PROXY_GID} -j RETURN
+-A PROXY_INIT_OUTPUT -o lo -j RETURN
+-A PROXY_INIT_OUTPUT -p tcp -j REDIRECT --to-ports 4140
+COMMIT
+`;
+
+const MANIFESTS = `apiVersion: v1
+kind: Namespace
+metadata:
+  name: demo
+  annotations:
+    linkerd.io/inject: enabled
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: server, namespace: demo}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: client, namespace: demo}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: server-0, namespace: demo, labels: {app: server}}
+spec:
+  serviceAccountName: server
+  containers:
+  - name: app
+    image: demo/server
+    ports:
+    - {name: http, containerPort: 8080}
+    - {name: http-open, containerPort: 8081}
+    - {name: tcp-open, containerPort: 9000}
+    - {name: tcp, containerPort: 9001}
+status: {podIP: ${SERVER_IP}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client-0, namespace: demo, labels: {app: client}}
+spec:
+  serviceAccountName: client
+  containers: [{name: app, image: demo/client}]
+status: {podIP: ${CLIENT_IP}}
+---
+apiVersion: policy.linkerd.io/v1alpha1
+kind: MeshTLSAuthentication
+metadata: {name: clients, namespace: demo}
+spec:
+  identities: ["${CLIENT_ID}"]
+---
+apiVersion: policy.linkerd.io/v1alpha1
+kind: NetworkAuthentication
+metadata: {name: node, namespace: demo}
+spec:
+  networks: [{cidr: ${NODE_IP}/32}]
+${[
+  ['http', 8080, 'HTTP/1', 'MeshTLSAuthentication', 'clients'],
+  ['http-open', 8081, 'HTTP/1', 'NetworkAuthentication', 'node'],
+  ['tcp-open', 9000, 'opaque', 'NetworkAuthentication', 'node'],
+  ['tcp', 9001, 'opaque', 'MeshTLSAuthentication', 'clients'],
+]
+  .map(
+    ([name, port, protocol, authKind, authName]) => `---
+apiVersion: policy.linkerd.io/v1beta3
+kind: Server
+metadata: {name: ${name}, namespace: demo}
+spec:
+  podSelector: {matchLabels: {app: server}}
+  port: ${port}
+  proxyProtocol: ${protocol}
+---
+apiVersion: policy.linkerd.io/v1alpha1
+kind: AuthorizationPolicy
+metadata: {name: ${name}, namespace: demo}
+spec:
+  targetRef: {group: policy.linkerd.io, kind: Server, name: ${name}}
+  requiredAuthenticationRefs:
+  - {group: policy.linkerd.io, kind: ${authKind}, name: ${authName}}
+`,
+  )
+  .join('')}`;
+
+const missing = netnsPrerequisites();
+const mustRun = process.env.CI === 'true';
+
+let dir: string;
+let idDir: string;
+let lab: NetnsLab | undefined;
+let client: LabPod;
+let server: LabPod;
+let ctl: WardProcess | undefined;
+let ctlPorts: ControllerPorts;
+const proxies: WardProcess[] = [];
+const agents: NetnsAgent[] = [];
+let nodeAgent: NetnsAgent;
+let clientAgent: NetnsAgent;
+
+/** A token for demo/<sa> bound to demo/<pod>. */
+function tokenFile(sa: string, pod: string): string {
+  const t = wardSync(['identity', 'token', '--identity-dir', idDir, '--sa', `demo/${sa}`, '--pod', `demo/${pod}`]);
+  assert.equal(t.status, 0, t.stderr);
+  const file = join(dir, `${sa}.token`);
+  writeFileSync(file, `${t.stdout.trim()}\n`);
+  return file;
+}
+
+/** `ward proxy --transparent` for `pod`, inside its namespace, with the proxy's group. */
+function startProxy(pod: LabPod, name: string, sa: string, extra: readonly string[]): WardProcess {
+  const p = wardSpawn(
+    [
+      'proxy',
+      '--transparent',
+      '--workload',
+      `demo/${name}`,
+      '--service-account',
+      sa,
+      '--trust-anchors',
+      join(idDir, 'ca.crt'),
+      '--token-file',
+      tokenFile(sa, name),
+      '--identity-addr',
+      `${NODE_IP}:${ctlPorts.identity}`,
+      '--policy-addr',
+      `${NODE_IP}:${ctlPorts.policy}`,
+      '--listen-host',
+      pod.ip,
+      '--admin-addr',
+      `0.0.0.0:4191`,
+      ...extra,
+    ],
+    {},
+    ['nsenter', `--net=/run/netns/${pod.ns}`, `--setgid=${PROXY_GID}`, '--'],
+  );
+  proxies.push(p);
+  return p;
+}
+
+/** Waits for the proxy's ready line and its `proxy ready` log (certificate and every policy in). */
+async function ready(p: WardProcess): Promise<string> {
+  return waitFor(
+    `the proxy to be ready (stderr so far: ${p.stderr().slice(-1500)})`,
+    () => {
+      if (p.child.exitCode !== null) throw new Error(`proxy exited with ${p.child.exitCode}: ${p.stderr()}`);
+      const line = /^ward proxy ready: .*$/m.exec(p.stderr())?.[0];
+      return line !== undefined && p.stderr().includes('"msg":"proxy ready"') ? line : undefined;
+    },
+    WAIT_MS,
+    50,
+  );
+}
+
+function body(r: { body?: string }): { path: string; clientId: string | null; remote: string | null } {
+  return JSON.parse(r.body ?? 'null') as { path: string; clientId: string | null; remote: string | null };
+}
+
+describe('e2e: ward proxy --transparent (iptables, network namespaces)', {
+  timeout: 240_000,
+  skip: missing !== undefined && !mustRun ? `needs ${missing}` : false,
+}, () => {
+  before(async () => {
+    if (missing !== undefined) throw new Error(`the transparent-mode e2e test needs ${missing} (CI=true: not skipped)`);
+    if (!existsSync(ORIGINAL_DST_ADDON_PATH)) {
+      const b = spawnSync('npm', ['run', 'build:native'], { encoding: 'utf8', timeout: 120_000 });
+      assert.equal(b.status, 0, `npm run build:native failed:\n${b.stdout}\n${b.stderr}`);
+    }
+    sweepStaleNamespaces();
+
+    dir = mkdtempSync(join(tmpdir(), 'ward-e2e-transparent-'));
+    const work = initWorkdir(dir);
+    idDir = work.idDir;
+    writeFileSync(join(work.manifests, 'demo.yaml'), MANIFESTS);
+
+    lab = new NetnsLab(SUBNET);
+    client = lab.addPod('client', 2);
+    server = lab.addPod('server', 3);
+    for (const pod of [client, server]) lab.exec(pod.ns, 'iptables-restore', [], PROXY_INIT_RULES);
+
+    ctl = spawnController(work.manifests, idDir, NODE_IP, undefined, ['ip', 'netns', 'exec', lab.node.ns]);
+    ctlPorts = await controllerPorts(ctl);
+
+    const serverAgent = new NetnsAgent(server.ns);
+    nodeAgent = new NetnsAgent(lab.node.ns);
+    clientAgent = new NetnsAgent(client.ns);
+    agents.push(serverAgent, nodeAgent, clientAgent);
+    const serving = await Promise.all([
+      serverAgent.request({ op: 'http-serve', host: '0.0.0.0', port: 8080 }),
+      serverAgent.request({ op: 'http-serve', host: '0.0.0.0', port: 8081 }),
+      serverAgent.request({ op: 'echo-serve', host: '0.0.0.0', port: 9000 }),
+      serverAgent.request({ op: 'echo-serve', host: '0.0.0.0', port: 9001 }),
+      nodeAgent.request({ op: 'http-serve', host: NODE_IP, port: NODE_HTTP_PORT }),
+    ]);
+    for (const r of serving) assert.equal(r.error, undefined, `an application could not listen: ${r.error}`);
+
+    const inbound = (port: number) => ['--inbound', `${port}=127.0.0.1:${port}`];
+    const serverProxy = startProxy(server, 'server-0', 'server', [...inbound(8080), ...inbound(8081), ...inbound(9000), ...inbound(9001)]);
+    const clientProxy = startProxy(client, 'client-0', 'client', ['--destination-addr', `${NODE_IP}:${ctlPorts.destination}`]);
+    const [serverLine, clientLine] = await Promise.all([ready(serverProxy), ready(clientProxy)]);
+    assert.match(serverLine, /mesh :4143, admin :4191, inbound 8080@4143->127\.0\.0\.1:8080, .*, transparent$/);
+    assert.match(clientLine, /mesh :4143, admin :4191, inbound none, outbound :4140, transparent$/);
+  });
+
+  after(async () => {
+    for (const p of proxies) await p.stop();
+    await ctl?.stop();
+    for (const a of agents) await a.stop();
+    lab?.cleanup();
+    if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('inbound: a plaintext client reaching app port 8081 is authorized by its policy (the node network) and forwarded', async () => {
+    const r = await nodeAgent.request({ op: 'http-get', host: SERVER_IP, port: 8081, path: '/open' });
+    assert.equal(r.status, 200, JSON.stringify(r));
+    // Through the proxy: the application sees a connection from 127.0.0.1, without a client id.
+    assert.deepEqual(body(r), { path: '/open', clientId: null, remote: '127.0.0.1' });
+  });
+
+  it('inbound: a plaintext request to app port 8080 (only the client identity admitted) gets 403', async () => {
+    const r = await nodeAgent.request({ op: 'http-get', host: SERVER_IP, port: 8080, path: '/secret' });
+    assert.equal(r.status, 403, JSON.stringify(r));
+  });
+
+  it('inbound: an opaque port is authorized per connection — 9000 echoes for the node, 9001 closes without a byte', async () => {
+    const open = await nodeAgent.request({ op: 'echo', host: SERVER_IP, port: 9000, data: 'hello 9000' });
+    assert.equal(open.echoed, 'hello 9000', JSON.stringify(open));
+    const denied = await nodeAgent.request({ op: 'echo', host: SERVER_IP, port: 9001, data: 'hello 9001' });
+    assert.deepEqual({ closed: denied.closed, received: denied.received }, { closed: true, received: '' }, JSON.stringify(denied));
+  });
+
+  it('outbound: the client pod’s plain connection to 10.244.77.3:8080 is meshed; the server app sees the client identity', async () => {
+    const r = await clientAgent.request({ op: 'http-get', host: SERVER_IP, port: 8080, path: '/meshed' });
+    assert.equal(r.status, 200, JSON.stringify(r));
+    assert.deepEqual(body(r), { path: '/meshed', clientId: CLIENT_ID, remote: '127.0.0.1' });
+  });
+
+  it('outbound: an opaque connection to 10.244.77.3:9001 is meshed (transport header) and admitted for the client identity', async () => {
+    const r = await clientAgent.request({ op: 'echo', host: SERVER_IP, port: 9001, data: 'meshed bytes' });
+    assert.equal(r.echoed, 'meshed bytes', JSON.stringify(r));
+  });
+
+  it('outbound: a destination the controller does not know is reached directly, in plaintext, from the pod’s address', async () => {
+    const r = await clientAgent.request({ op: 'http-get', host: NODE_IP, port: NODE_HTTP_PORT, path: '/outside' });
+    assert.equal(r.status, 200, JSON.stringify(r));
+    assert.deepEqual(body(r), { path: '/outside', clientId: null, remote: CLIENT_IP });
+  });
+
+  it('shuts down cleanly on SIGTERM', async () => {
+    for (const p of proxies) assert.equal(await p.stop(10_000), 0, p.stderr().slice(-2000));
+  });
+});
