@@ -13,16 +13,23 @@ const root = new URL('../', import.meta.url).pathname;
 const args = process.argv.slice(2);
 const proxyOnly = args[0] === 'proxy';
 
-/** True when dist/X.js exists and is not older than src/X.ts for every non-test source file. */
+/**
+ * True when, for every non-test source file src/M/X.ts, dist/M/X.js exists and dist/M/.tsbuildinfo
+ * (written by each `tsc -b` of project M, even when it re-emits nothing) is not older than it.
+ */
 function distIsFresh() {
   if (process.env.WARD_FROM_SOURCE === '1') return false;
   const src = join(root, 'src');
+  const built = new Map();
   try {
     for (const e of readdirSync(src, { recursive: true, withFileTypes: true })) {
       if (!e.isFile() || !e.name.endsWith('.ts') || e.name.endsWith('.test.ts') || e.name.endsWith('.d.ts')) continue;
       const file = join(e.parentPath, e.name);
-      const out = join(root, 'dist', file.slice(src.length).replace(/\.ts$/, '.js'));
-      if (statSync(out).mtimeMs < statSync(file).mtimeMs) return false;
+      const rel = file.slice(src.length + 1);
+      const project = rel.slice(0, rel.indexOf('/'));
+      if (!built.has(project)) built.set(project, statSync(join(root, 'dist', project, '.tsbuildinfo')).mtimeMs);
+      statSync(join(root, 'dist', rel.replace(/\.ts$/, '.js')));
+      if (built.get(project) < statSync(file).mtimeMs) return false;
     }
     return true;
   } catch {
