@@ -3,13 +3,13 @@
  * lines on stderr (pino); `WARD_LOG=debug` or `--log-level` for more.
  */
 import type { Command } from '@commander-js/extra-typings';
-import { type ControllerListen, DEFAULT_LISTEN, type ListenAddress, startController } from '../../controller/index.js';
+import { type ControllerListen, DEFAULT_LISTEN, startController } from '../../controller/index.js';
 import { createLogger, hasCode } from '../../shared/index.js';
 import { clusterConfig } from '../cluster-config.js';
 import { type CliIo, EXIT, parseListenAddress, UsageError, untilStopped } from '../io.js';
 import { palette } from '../output.js';
 
-/** @deprecated moved to cli/io; kept while callers move. */
+/** Also used by `ward up` (defined in cli/io). */
 export { parseListenAddress } from '../io.js';
 
 /** Flags of `ward controller`. */
