@@ -12,10 +12,15 @@ import { registerControllerCommand } from './commands/controller.js';
 import { policyTarget, printPolicy, runDiagnosticsPolicy } from './commands/diagnostics.js';
 import { type ExplainOptions, printExplain, runExplain } from './commands/explain.js';
 import { registerIdentityCommands } from './commands/identity.js';
+import { registerLogsCommand } from './commands/logs.js';
 import { registerProxyCommand } from './commands/proxy.js';
+import { registerRestartCommand } from './commands/restart.js';
+import { registerStatusCommand } from './commands/status.js';
 import { runTest } from './commands/test.js';
+import { registerUpCommand } from './commands/up.js';
 import { callController, controllerBase } from './controller-client.js';
 import { type CliIo, EXIT, processIo, UsageError } from './io.js';
+import { localController } from './local-client.js';
 import { formatDiagnostics, palette } from './output.js';
 import { buildWorkspace, type Workspace } from './workspace.js';
 
@@ -43,13 +48,20 @@ function withManifestFlags<A extends unknown[], O extends OptionValues>(cmd: Com
 
 /** Adds `--controller URL` (online mode) to a command that can also read manifests. */
 function withControllerFlag<A extends unknown[], O extends OptionValues>(cmd: Command<A, O>): Command<A, O> {
-  cmd.option('--controller <url>', "ask a running controller's JSON API (its admin address, e.g. http://127.0.0.1:9990) instead of reading -f manifests");
+  cmd.option(
+    '--controller <url>',
+    "ask a running controller's JSON API (its admin address, e.g. http://127.0.0.1:9990) instead of reading -f manifests (default without -f: the local mesh of `ward up`, when one runs)",
+  );
   return cmd;
 }
 
 /** The controller to ask, or undefined for offline mode; -f and --controller exclude each other. */
 function onlineController(flags: { filename: string[]; controller?: string }): URL | undefined {
-  if (flags.controller === undefined) return undefined;
+  if (flags.controller === undefined) {
+    // Neither -f nor --controller: the local mesh of `ward up`, when one runs.
+    const local = flags.filename.length === 0 ? localController() : undefined;
+    return local === undefined ? undefined : controllerBase(local);
+  }
   if (flags.filename.length > 0) throw new UsageError('give either -f manifests or --controller URL, not both');
   return controllerBase(flags.controller);
 }
@@ -60,7 +72,8 @@ function outputOption(choices: string[], dflt: string) {
 
 /** Builds the workspace for a command; input problems print and end the command (exit 2). */
 function workspaceFor(flags: ClusterFlags, io: CliIo, { quiet }: { quiet: boolean }): Workspace {
-  if (flags.filename.length === 0) throw new UsageError('no manifests: give -f PATH (a file, a directory, or - for stdin)');
+  if (flags.filename.length === 0)
+    throw new UsageError('no manifests: give -f PATH (a file, a directory, or - for stdin) or --controller URL, or start a local mesh with `ward up DIR`');
   const config = clusterConfig(flags);
   const ws = buildWorkspace({ paths: flags.filename, stdin: io.stdin }, config);
   if (!quiet) {
@@ -202,6 +215,10 @@ function program(io: CliIo, result: { status: number }, signal: AbortSignal | un
   registerIdentityCommands(prog as unknown as Parameters<typeof registerIdentityCommands>[0], io, result);
   registerControllerCommand(prog as unknown as Parameters<typeof registerControllerCommand>[0], io, result, signal);
   registerProxyCommand(prog as unknown as Parameters<typeof registerProxyCommand>[0], io, result, signal);
+  registerUpCommand(prog as unknown as Parameters<typeof registerUpCommand>[0], io, result, signal);
+  registerStatusCommand(prog as unknown as Parameters<typeof registerStatusCommand>[0], io, result);
+  registerLogsCommand(prog as unknown as Parameters<typeof registerLogsCommand>[0], io, result, signal);
+  registerRestartCommand(prog as unknown as Parameters<typeof registerRestartCommand>[0], io, result);
   return prog;
 }
 

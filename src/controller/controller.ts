@@ -38,7 +38,7 @@ import {
   parseEndpointsPath,
   resourceKey,
 } from '../index/index.js';
-import { type Resource, type ResourceKey, resourceKeyString } from '../manifest/index.js';
+import { type Pod, type Resource, type ResourceKey, resourceKeyString } from '../manifest/index.js';
 import { Counter, createRegistry, Gauge, Histogram, type Logger, MeshError, type Registry, silentLogger } from '../shared/index.js';
 import { DirectorySource, type SourceTx } from '../sources/index.js';
 import type { ResourceEntry } from './admin-api.js';
@@ -87,6 +87,12 @@ export interface ControllerOptions {
   readonly issuanceLifetimeMs?: number;
   /** Serve gRPC in plaintext (tests and debugging only; default false = TLS). */
   readonly grpcPlaintext?: boolean;
+  /**
+   * The address of a pod that has no `status.podIP` (local mode allocates one per pod). Called
+   * when such a pod is applied, for the pods of one batch in `namespace/name` order; the pod
+   * reaches the indexes with `status.podIP` set to the answer (left without one on undefined).
+   */
+  readonly podAddress?: (namespace: string, name: string) => string | undefined;
 }
 
 /** A running controller. */
@@ -102,6 +108,12 @@ export interface RunningController {
   readonly index: PolicyIndex;
   readonly endpoints: EndpointsIndex;
   readonly registry: Registry;
+  /**
+   * Creates the pod again from its definition, as deleting a pod does in a cluster: the
+   * namespace's `config.linkerd.io/*` annotations are copied anew (the pod-creation rule), and
+   * the result is applied. False when the directory defines no such pod.
+   */
+  recreatePod(namespace: string, name: string): boolean;
   /** Stops serving: ends watch streams cleanly, closes listeners and watchers. Idempotent. */
   close(): Promise<void>;
 }
@@ -303,6 +315,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
       update(fn: (tx: SourceTx) => void): void {
         const ops: ({ op: 'apply'; r: Resource } | { op: 'delete'; k: ResourceKey })[] = [];
         fn({ apply: (r) => ops.push({ op: 'apply', r }), delete: (k) => ops.push({ op: 'delete', k }) });
+        if (opts.podAddress !== undefined) withPodAddresses(ops, opts.podAddress);
         changeStartedAt = source?.lastChangeStartedAt ?? Date.now();
         const replay = (tx: IndexTx) => {
           for (const o of ops) {
@@ -457,6 +470,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
       index,
       endpoints,
       registry,
+      recreatePod: (namespace, name) => src.recreatePod(namespace, name),
       close: () => {
         ready = false;
         closing ??= closeAll();
@@ -466,6 +480,20 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
   } catch (e) {
     await closeAll();
     throw e;
+  }
+}
+
+/** Gives the pods among `ops` that have no `status.podIP` the address `podAddress` answers (in `namespace/name` order). */
+function withPodAddresses(
+  ops: ({ op: 'apply'; r: Resource } | { op: 'delete'; k: ResourceKey })[],
+  podAddress: (namespace: string, name: string) => string | undefined,
+): void {
+  const name = (r: Resource) => `${r.metadata.namespace}/${r.metadata.name}`;
+  const pending = ops.filter((o): o is { op: 'apply'; r: Pod } => o.op === 'apply' && o.r.kind === 'Pod' && (o.r.status?.podIP ?? '') === '');
+  pending.sort((a, b) => (name(a.r) < name(b.r) ? -1 : name(a.r) > name(b.r) ? 1 : 0));
+  for (const o of pending) {
+    const ip = podAddress(o.r.metadata.namespace, o.r.metadata.name);
+    if (ip !== undefined) o.r = { ...o.r, status: { ...o.r.status, podIP: ip } };
   }
 }
 

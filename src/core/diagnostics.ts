@@ -234,6 +234,27 @@ export const CATALOG = {
   // --- CLI usage (POL2xx) ---
   POL200: { severity: 'error', message: '{detail}' },
   POL201: { severity: 'error', message: 'test suite: {detail}' },
+  // --- local mode, `ward up` (LOC0xx) ---
+  LOC001: {
+    severity: 'error',
+    message: 'container {container} of pod {pod} has no command',
+    hint: "local mode runs a container's command/args; image is ignored",
+  },
+  LOC002: {
+    severity: 'warning',
+    message: 'env {name} of container {container} in pod {pod}: {detail}; local mode leaves it unset',
+    hint: 'local mode supports value and valueFrom.fieldRef metadata.name, metadata.namespace, spec.serviceAccountName, status.podIP, status.hostIP',
+  },
+  LOC003: {
+    severity: 'error',
+    message: 'container {container} of pod {pod} declares port {port}, which its local proxy uses',
+    hint: 'the proxy listens on 4140 (outbound), 4143 (mesh) and 4191 (admin) at the pod address; use another port',
+  },
+  LOC004: {
+    severity: 'error',
+    message: 'workingDir of container {container} in pod {pod} is not a directory: {dir}',
+    hint: 'local mode resolves workingDir relative to the directory given to ward up',
+  },
   // --- identity material: trust anchors, issuer, keys (ID0xx) ---
   ID001: {
     severity: 'error',

@@ -7,10 +7,25 @@ import { z } from 'zod';
 import { intOrString, optString, portNumber, stringMap } from './schema-parts.js';
 import type { PodSpec } from './types.js';
 
+const optCount = z.int().min(0).optional();
+
 const probe = z.object({
-  httpGet: z.object({ port: intOrString, path: optString, scheme: optString }).optional(),
+  httpGet: z
+    .object({ port: intOrString, path: optString, scheme: optString, httpHeaders: z.array(z.object({ name: z.string(), value: z.string() })).optional() })
+    .optional(),
   tcpSocket: z.object({ port: intOrString }).optional(),
   grpc: z.object({ port: portNumber, service: optString }).optional(),
+  initialDelaySeconds: optCount,
+  periodSeconds: optCount,
+  timeoutSeconds: optCount,
+  successThreshold: optCount,
+  failureThreshold: optCount,
+});
+
+const envVar = z.object({
+  name: z.string(),
+  value: optString,
+  valueFrom: z.object({ fieldRef: z.object({ fieldPath: z.string() }).optional() }).optional(),
 });
 
 const container = z.object({
@@ -19,7 +34,7 @@ const container = z.object({
   command: z.array(z.string()).optional(),
   args: z.array(z.string()).optional(),
   workingDir: optString,
-  env: z.array(z.object({ name: z.string(), value: optString })).optional(),
+  env: z.array(envVar).optional(),
   ports: z.array(z.object({ name: optString, containerPort: portNumber, protocol: optString })).optional(),
   livenessProbe: probe.optional(),
   readinessProbe: probe.optional(),
@@ -33,6 +48,7 @@ export const podSpec = z
     serviceAccount: optString,
     containers: z.array(container),
     initContainers: z.array(container).optional(),
+    restartPolicy: optString,
   })
   .transform(({ serviceAccount, serviceAccountName, ...rest }): PodSpec => {
     const sa = serviceAccountName ?? serviceAccount;

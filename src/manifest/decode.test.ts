@@ -301,7 +301,13 @@ status:
       spec: {
         serviceAccountName: 'web',
         containers: [
-          { name: 'app', image: 'web:1', ports: [{ name: 'http', containerPort: 8080 }], readinessProbe: { httpGet: { port: 'http', path: '/ready' } } },
+          {
+            name: 'app',
+            image: 'web:1',
+            ports: [{ name: 'http', containerPort: 8080 }],
+            // Probe timing is kept: local mode (`ward up`) runs the probes.
+            readinessProbe: { httpGet: { port: 'http', path: '/ready' }, periodSeconds: 5 },
+          },
         ],
       },
       status: { podIP: '10.0.0.5' },

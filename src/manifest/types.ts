@@ -210,11 +210,30 @@ export type GRPCRoute = Typed<
   }
 >;
 
-/** A kubelet probe as far as policy cares. */
+/** A kubelet probe as far as policy (and the local runtime, which runs probes) cares. */
 export interface ProbeSpec {
-  readonly httpGet?: { readonly port: number | string; readonly path?: string | undefined; readonly scheme?: string | undefined } | undefined;
+  readonly httpGet?:
+    | {
+        readonly port: number | string;
+        readonly path?: string | undefined;
+        readonly scheme?: string | undefined;
+        readonly httpHeaders?: readonly { readonly name: string; readonly value: string }[] | undefined;
+      }
+    | undefined;
   readonly tcpSocket?: { readonly port: number | string } | undefined;
   readonly grpc?: { readonly port: number; readonly service?: string | undefined } | undefined;
+  readonly initialDelaySeconds?: number | undefined;
+  readonly periodSeconds?: number | undefined;
+  readonly timeoutSeconds?: number | undefined;
+  readonly successThreshold?: number | undefined;
+  readonly failureThreshold?: number | undefined;
+}
+
+/** A container's environment variable (`valueFrom` only as far as the local runtime supports it). */
+export interface EnvVarSpec {
+  readonly name: string;
+  readonly value?: string | undefined;
+  readonly valueFrom?: { readonly fieldRef?: { readonly fieldPath: string } | undefined } | undefined;
 }
 
 /** A container as far as policy (and the local runtime) cares. */
@@ -224,7 +243,7 @@ export interface ContainerSpec {
   readonly command?: readonly string[] | undefined;
   readonly args?: readonly string[] | undefined;
   readonly workingDir?: string | undefined;
-  readonly env?: readonly { readonly name: string; readonly value?: string | undefined }[] | undefined;
+  readonly env?: readonly EnvVarSpec[] | undefined;
   readonly ports?: readonly { readonly name?: string | undefined; readonly containerPort: number; readonly protocol?: string | undefined }[] | undefined;
   readonly livenessProbe?: ProbeSpec | undefined;
   readonly readinessProbe?: ProbeSpec | undefined;
@@ -236,6 +255,8 @@ export interface PodSpec {
   readonly serviceAccountName?: string | undefined;
   readonly containers: readonly ContainerSpec[];
   readonly initContainers?: readonly ContainerSpec[] | undefined;
+  /** `Always` (default), `OnFailure` or `Never`, as written. */
+  readonly restartPolicy?: string | undefined;
 }
 
 /** core/v1 Pod. Workload kinds are expanded into these (see `expandWorkloads`). */

@@ -324,6 +324,23 @@ export class DirectorySource {
     this.#flush();
   }
 
+  /**
+   * Forgets how pod `namespace/name` was created and applies it again, so the injector's
+   * creation-time steps (namespace annotations copied) run anew, as when a pod is deleted and its
+   * workload creates it again. False when no loaded definition makes that pod.
+   */
+  recreatePod(namespace: string, name: string): boolean {
+    const k = resourceKeyString({ kind: 'Pod', group: '', namespace, name });
+    if (!this.#started || this.#stopped || this.#running || !this.#pods.delete(k)) return false;
+    this.#running = true;
+    try {
+      this.#reconcile(Date.now(), []);
+    } finally {
+      this.#running = false;
+    }
+    return true;
+  }
+
   /** Per-file status, sorted by path. */
   status(): FileStatus[] {
     return [...this.#files.keys()].sort().map((file) => {

@@ -1,0 +1,531 @@
+/**
+ * `ward up` as users run it: a real `ward up DIR` (controller in-process, every pod as local
+ * processes with its own `ward proxy` on its own loopback address) on a small directory of two
+ * meshed namespaces, asserted through real traffic:
+ *
+ * - demo (deny default): server-0 (an HTTP app behind a Server that admits only the
+ *   `client.other` identity; probes through the proxy) and noprobe (an HTTP route that leaves its
+ *   readiness probe unauthorized, so it must stay unready);
+ * - other (cluster default all-unauthenticated): client and intruder, tiny relays that call the
+ *   server through their proxy's outbound port (`HTTP_PROXY`) when the test asks them to, and an
+ *   unmeshed pod that keeps crashing.
+ *
+ * The test process is "the host" (127.0.0.1), outside the cluster networks.
+ */
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { type WardProcess, waitFor, wardSpawn, wardSync } from './helpers.js';
+
+const TD = 'cluster.local';
+const idOf = (ns: string, sa: string) => `${sa}.${ns}.serviceaccount.identity.linkerd.${TD}`;
+/** Pod addresses of this test (apart from a developer's mesh on 127.20.0.x and other tests). */
+const FIRST_IP = '127.20.200.1';
+const IP_PREFIX = '127.20.200.';
+
+const SERVER_APP = `import { createServer } from 'node:http';
+const host = process.env.WARD_APP_HOST;
+const port = Number(process.env.PORT);
+createServer((req, res) => {
+  if (req.url === '/live') res.statusCode = Number(process.env.LIVE_STATUS ?? 200);
+  if (req.url === '/ready' || req.url === '/live') return res.end('ok');
+  res.setHeader('content-type', 'application/json');
+  res.end(JSON.stringify({ pod: process.env.POD_NAME, greeting: process.env.GREETING, clientId: req.headers['l5d-client-id'] ?? null }));
+}).listen(port, host, () => console.log('server listening on ' + host + ':' + port));
+`;
+
+/** Calls ?url= through the pod's outbound proxy (absolute-form HTTP/1.1, as HTTP_PROXY clients do). */
+const RELAY_APP = `import { createServer, request } from 'node:http';
+const proxy = new URL(process.env.HTTP_PROXY);
+createServer((req, res) => {
+  const target = new URL(new URL(req.url, 'http://relay').searchParams.get('url') ?? 'http://none');
+  const out = request({ host: proxy.hostname, port: Number(proxy.port), path: target.href, headers: { host: target.host } }, (r) => {
+    let body = '';
+    r.on('data', (c) => { body += c; });
+    r.on('end', () => res.end(JSON.stringify({ status: r.statusCode, body })));
+  });
+  out.on('error', (e) => res.end(JSON.stringify({ status: 0, body: e.message })));
+  out.end();
+}).listen(8080, process.env.WARD_APP_HOST, () => console.log('relay listening via ' + proxy.href));
+`;
+
+const NAMESPACES = (otherPolicy: string) => `apiVersion: v1
+kind: Namespace
+metadata:
+  name: demo
+  annotations: {linkerd.io/inject: enabled, config.linkerd.io/default-inbound-policy: deny}
+---
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: other
+  annotations: {linkerd.io/inject: enabled, config.linkerd.io/default-inbound-policy: ${otherPolicy}}
+`;
+
+const APPS = `apiVersion: v1
+kind: ServiceAccount
+metadata: {name: server, namespace: demo}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: server, namespace: demo}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: server}}
+  template:
+    metadata: {labels: {app: server}}
+    spec:
+      serviceAccountName: server
+      containers:
+      - name: server
+        command: [node, server.mjs]
+        workingDir: apps
+        env: [{name: PORT, value: "8080"}, {name: GREETING, value: "hello from $(POD_NAME) at $(POD_IP)"}]
+        ports: [{name: http, containerPort: 8080}]
+        readinessProbe: {httpGet: {path: /ready, port: http}, periodSeconds: 1}
+        livenessProbe: {httpGet: {path: /live, port: http}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: server, namespace: demo}
+spec:
+  selector: {app: server}
+  ports: [{name: http, port: 80, targetPort: http}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: noprobe, namespace: demo, labels: {app: noprobe}}
+spec:
+  containers:
+  - name: server
+    command: [node, apps/server.mjs]
+    env: [{name: PORT, value: "8081"}]
+    ports: [{name: http, containerPort: 8081}]
+    readinessProbe: {httpGet: {path: /ready, port: 8081}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: client, namespace: other}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client, namespace: other}
+spec:
+  serviceAccountName: client
+  containers:
+  - name: relay
+    command: [node, apps/relay.mjs]
+    ports: [{name: http, containerPort: 8080}]
+    readinessProbe: {tcpSocket: {port: http}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: intruder, namespace: other}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: intruder, namespace: other}
+spec:
+  serviceAccountName: intruder
+  containers:
+  - name: relay
+    command: [node, apps/relay.mjs]
+    ports: [{name: http, containerPort: 8080}]
+    readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: flaky, namespace: other}
+spec:
+  containers:
+  - name: server
+    command: [node, apps/server.mjs]
+    env: [{name: PORT, value: "8080"}, {name: LIVE_STATUS, value: "500"}]
+    ports: [{name: http, containerPort: 8080}]
+    livenessProbe: {httpGet: {path: /live, port: http}, periodSeconds: 1, failureThreshold: 2}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: crashy
+  namespace: other
+  annotations: {linkerd.io/inject: disabled}
+spec:
+  containers:
+  - name: crashy
+    command: [node, -e, "console.log('about to fail'); setTimeout(() => process.exit(3), 300)"]
+`;
+
+const policy = (identities: string[]) => `apiVersion: policy.linkerd.io/v1beta3
+kind: Server
+metadata: {name: server-http, namespace: demo}
+spec:
+  podSelector: {matchLabels: {app: server}}
+  port: http
+  proxyProtocol: HTTP/1
+---
+apiVersion: policy.linkerd.io/v1alpha1
+kind: MeshTLSAuthentication
+metadata: {name: clients, namespace: demo}
+spec:
+  identities: [${identities.map((i) => JSON.stringify(i)).join(', ')}]
+---
+apiVersion: policy.linkerd.io/v1alpha1
+kind: AuthorizationPolicy
+metadata: {name: server-clients, namespace: demo}
+spec:
+  targetRef: {group: policy.linkerd.io, kind: Server, name: server-http}
+  requiredAuthenticationRefs:
+  - {group: policy.linkerd.io, kind: MeshTLSAuthentication, name: clients}
+---
+apiVersion: policy.linkerd.io/v1beta3
+kind: Server
+metadata: {name: noprobe-http, namespace: demo}
+spec:
+  podSelector: {matchLabels: {app: noprobe}}
+  port: 8081
+  proxyProtocol: HTTP/1
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: noprobe-api, namespace: demo}
+spec:
+  parentRefs: [{group: policy.linkerd.io, kind: Server, name: noprobe-http}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /api}}]
+`;
+
+interface PodJson {
+  namespace: string;
+  name: string;
+  ip: string;
+  ready: boolean;
+  restarts: number;
+  adminAddress: string | null;
+  identity: string | null;
+  containers: { name: string; pid?: number; message?: string }[];
+}
+interface StatusJson {
+  pods: PodJson[];
+  denials: { namespace: string; pod: string; port: number; kind: string; client: string; clientId: string | null; path?: string }[];
+}
+
+let work: string;
+let dir: string;
+let state: string;
+let up: WardProcess;
+let api: string;
+
+/** The local API's status (faster than spawning `ward status` in polling loops). */
+async function status(): Promise<StatusJson> {
+  return (await (await fetch(`${api}/api/v1/local/status`, { signal: AbortSignal.timeout(5000) })).json()) as StatusJson;
+}
+
+async function pod(ns: string, name: string): Promise<PodJson> {
+  const p = (await status()).pods.find((x) => x.namespace === ns && x.name === name);
+  assert.ok(p, `pod ${ns}/${name} is listed`);
+  return p;
+}
+
+/** Asks the relay of pod `ip` to GET `url` through its proxy. */
+async function viaRelay(ip: string, url: string): Promise<{ status: number; body: string }> {
+  const res = await fetch(`http://${ip}:8080/call?url=${encodeURIComponent(url)}`, { signal: AbortSignal.timeout(5000) });
+  return (await res.json()) as { status: number; body: string };
+}
+
+/** Our processes whose command line names the state dir or whose environment has a pod address of this test. */
+function leftovers(): string[] {
+  const out: string[] = [];
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    if (Number(pid) === process.pid) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
+      const environ = readFileSync(`/proc/${pid}/environ`, 'utf8');
+      const podIp = /(?:^|\0)POD_IP=([^\0]*)/.exec(environ)?.[1];
+      if (cmdline.includes(state) || cmdline.includes(IP_PREFIX) || podIp?.startsWith(IP_PREFIX) === true)
+        out.push(`${pid}: ${cmdline} [POD_IP=${podIp ?? ''}]`);
+    } catch {
+      // gone, or not ours
+    }
+  }
+  return out;
+}
+
+const SERVER_URL = 'http://server.demo.svc.cluster.local/hello';
+
+describe('ward up', { timeout: 180_000 }, () => {
+  before(async () => {
+    work = mkdtempSync(join(tmpdir(), 'ward-up-'));
+    dir = join(work, 'mesh');
+    state = join(work, 'state');
+    mkdirSync(join(dir, 'apps'), { recursive: true });
+    writeFileSync(join(dir, 'apps', 'server.mjs'), SERVER_APP);
+    writeFileSync(join(dir, 'apps', 'relay.mjs'), RELAY_APP);
+    writeFileSync(join(dir, 'namespaces.yaml'), NAMESPACES('all-unauthenticated'));
+    writeFileSync(join(dir, 'apps.yaml'), APPS);
+    writeFileSync(join(dir, 'policy.yaml'), policy([idOf('other', 'client')]));
+    up = wardSpawn([
+      'up',
+      dir,
+      '--state-dir',
+      state,
+      '--policy-addr',
+      '127.0.0.1:0',
+      '--identity-addr',
+      '127.0.0.1:0',
+      '--destination-addr',
+      '127.0.0.1:0',
+      '--admin-addr',
+      '127.0.0.1:0',
+      '--first-pod-ip',
+      FIRST_IP,
+      '--restart-backoff-ms',
+      '300',
+    ]);
+    const mesh = await waitFor(
+      `mesh.json (ward up output so far: ${up.stdout()}${up.stderr()})`,
+      () => {
+        if (up.child.exitCode !== null) throw new Error(`ward up exited with ${up.child.exitCode}: ${up.stdout()}${up.stderr()}`);
+        return existsSync(join(state, 'mesh.json')) ? (JSON.parse(readFileSync(join(state, 'mesh.json'), 'utf8')) as { api: string }) : undefined;
+      },
+      30_000,
+    );
+    api = mesh.api;
+  });
+
+  after(async () => {
+    if (up.child.exitCode === null) await up.stop(5000);
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  it('starts every pod on its own address; all become ready under the deny default, except the one whose probes are not authorized', async () => {
+    const t0 = Date.now();
+    await waitFor(
+      `the pods to be ready (ward up: ${up.stdout()}${up.stderr()})`,
+      async () => {
+        const s = await status();
+        const ready = s.pods.filter((p) => p.ready).map((p) => `${p.namespace}/${p.name}`);
+        return ['demo/server-0', 'other/client', 'other/intruder'].every((p) => ready.includes(p)) ? ready : undefined;
+      },
+      45_000,
+      250,
+    );
+    console.log(`# pods ready ${Date.now() - t0} ms after mesh.json`);
+    const s = await status();
+    assert.deepEqual(
+      // flaky fails its liveness probe and crashy exits, on purpose: their readiness comes and goes.
+      s.pods.map((p) => [p.namespace, p.name, p.ip, p.name === 'flaky' || p.name === 'crashy' ? null : p.ready, p.adminAddress, p.identity]),
+      [
+        ['demo', 'noprobe', '127.20.200.1', false, '127.20.200.1:4191', idOf('demo', 'default')],
+        ['demo', 'server-0', '127.20.200.2', true, '127.20.200.2:4191', idOf('demo', 'server')],
+        ['other', 'client', '127.20.200.3', true, '127.20.200.3:4191', idOf('other', 'client')],
+        ['other', 'crashy', '127.20.200.4', null, null, null],
+        ['other', 'flaky', '127.20.200.5', null, '127.20.200.5:4191', idOf('other', 'default')],
+        ['other', 'intruder', '127.20.200.6', true, '127.20.200.6:4191', idOf('other', 'intruder')],
+      ],
+    );
+    // The proxy's admin server answers the kubelet's view of it.
+    assert.equal((await fetch('http://127.20.200.2:4191/ready')).status, 200);
+  });
+
+  it('a pod whose readiness probe its policy denies stays unready, and the denial is listed', async () => {
+    await new Promise((r) => setTimeout(r, 1500));
+    const p = await pod('demo', 'noprobe');
+    assert.equal(p.ready, false);
+    assert.match(p.containers[0]?.message ?? '', /^readiness probe failed: HTTP 404/);
+    const d = (await status()).denials.find((x) => x.pod === 'noprobe');
+    assert.deepEqual(d && [d.port, d.kind, d.client, d.clientId, d.path], [8081, 'http404', '127.19.0.1', null, '/ready']);
+  });
+
+  it('a call through the mesh reaches the server with the caller identity (l5d-client-id), env expanded', async () => {
+    const r = await viaRelay('127.20.200.3', SERVER_URL);
+    assert.equal(r.status, 200, r.body);
+    assert.deepEqual(JSON.parse(r.body), { pod: 'server-0', greeting: 'hello from server-0 at 127.20.200.2', clientId: idOf('other', 'client') });
+  });
+
+  it('a caller the policy does not admit gets 403, listed by `ward status -o json` with its identity', async () => {
+    const r = await viaRelay('127.20.200.6', SERVER_URL);
+    assert.equal(r.status, 403);
+    // The host (127.0.0.1) is outside the cluster, plaintext: denied too.
+    assert.equal((await fetch('http://127.20.200.2:8080/hello')).status, 403);
+    const s = wardSync(['status', '-o', 'json', '--state-dir', state]);
+    assert.equal(s.status, 0, s.stderr);
+    const denials = (JSON.parse(s.stdout) as StatusJson).denials.filter((d) => d.pod === 'server-0');
+    assert.ok(
+      denials.some(
+        (d) => d.namespace === 'demo' && d.port === 8080 && d.kind === 'http403' && d.client === '127.20.200.6' && d.clientId === idOf('other', 'intruder'),
+      ),
+      JSON.stringify(denials),
+    );
+    assert.ok(denials.some((d) => d.client === '127.0.0.1' && d.clientId === null));
+    const text = wardSync(['status', '--state-dir', state]);
+    assert.equal(text.status, 0, text.stderr);
+    assert.match(text.stdout, /NAMESPACE\s+NAME\s+IP\s+READY\s+RESTARTS\s+ADMIN\s+IDENTITY/);
+    assert.match(text.stdout, /demo\s+server-0\s+127\.20\.200\.2\s+2\/2\s+0\s+127\.20\.200\.2:4191\s+server\.demo\.serviceaccount/);
+    assert.match(text.stdout, /RECENT DENIALS/);
+  });
+
+  it('online commands default to the local mesh when given neither -f nor --controller', () => {
+    const saved = process.env.WARD_STATE_DIR;
+    process.env.WARD_STATE_DIR = state;
+    try {
+      const r = wardSync(['authz', '-n', 'demo', 'deploy/server', '-o', 'json']);
+      assert.equal(r.status, 0, r.stderr);
+      assert.match(r.stdout, /"server-http"/);
+    } finally {
+      if (saved === undefined) delete process.env.WARD_STATE_DIR;
+      else process.env.WARD_STATE_DIR = saved;
+    }
+  });
+
+  it('a policy edit admitting the intruder takes effect within 2 s, and so does its revert', async () => {
+    const attempt = async (want: number) => {
+      const t0 = Date.now();
+      const r = await waitFor(`status ${want}`, async () => ((await viaRelay('127.20.200.6', SERVER_URL)).status === want ? true : undefined), 2000, 50);
+      return { ok: r, ms: Date.now() - t0 };
+    };
+    writeFileSync(join(dir, 'policy.yaml'), policy([idOf('other', 'client'), idOf('other', 'intruder')]));
+    const admitted = await attempt(200);
+    writeFileSync(join(dir, 'policy.yaml'), policy([idOf('other', 'client')]));
+    const reverted = await attempt(403);
+    console.log(`# edit took effect in ${admitted.ms} ms, revert in ${reverted.ms} ms`);
+    assert.equal((await viaRelay('127.20.200.3', SERVER_URL)).status, 200, 'the client stays admitted');
+  });
+
+  it('an app that keeps exiting is reported with its last lines and restarted; the rest keeps running', async () => {
+    await waitFor('crashy restarts', async () => ((await pod('other', 'crashy')).restarts >= 2 ? true : undefined), 15_000, 200);
+    assert.match(up.stdout(), /pod other\/crashy: container crashy exited with code 3 \(restarting in \d+ s\); last lines:\n.*\| about to fail/);
+    assert.equal((await pod('demo', 'server-0')).ready, true);
+  });
+
+  it('a failing liveness probe restarts the app', async () => {
+    await waitFor('flaky restarted', async () => ((await pod('other', 'flaky')).restarts >= 1 ? true : undefined), 15_000, 200);
+    assert.match(up.stdout(), /pod other\/flaky: container server failed its liveness probe \(HTTP 500\); restarting it/);
+  });
+
+  it('follows the directory: a pod added starts, a pod removed stops', async () => {
+    writeFileSync(
+      join(dir, 'extra.yaml'),
+      `apiVersion: v1
+kind: Pod
+metadata: {name: extra, namespace: other, annotations: {linkerd.io/inject: disabled}}
+spec:
+  containers:
+  - name: server
+    command: [node, apps/server.mjs]
+    env: [{name: PORT, value: "8082"}]
+    readinessProbe: {tcpSocket: {port: 8082}, periodSeconds: 1}
+`,
+    );
+    const extra = await waitFor('extra ready', async () => (await status()).pods.find((p) => p.name === 'extra' && p.ready), 15_000, 200);
+    assert.equal(extra.ip, '127.20.200.7', 'the next free address');
+    // Unmeshed: the app listens on the pod address itself.
+    assert.equal((await fetch('http://127.20.200.7:8082/ready')).status, 200);
+    rmSync(join(dir, 'extra.yaml'));
+    await waitFor('extra gone', async () => ((await status()).pods.some((p) => p.name === 'extra') ? undefined : true), 10_000, 200);
+    assert.deepEqual(
+      leftovers().filter((l) => l.includes('127.20.200.7')),
+      [],
+    );
+  });
+
+  it('ward logs -f follows new lines until Ctrl-C', async () => {
+    const logs = wardSpawn(['logs', 'demo/server-0', '-c', 'proxy', '-f', '--tail', '1', '--state-dir', state]);
+    try {
+      await waitFor(`the last line (${logs.stderr()})`, () => (logs.stdout().includes('\n') ? true : undefined), 10_000);
+      assert.equal((await fetch('http://127.20.200.2:8080/followed')).status, 403);
+      await waitFor(`the denial followed (${logs.stdout()})`, () => (logs.stdout().includes('"path":"/followed"') ? true : undefined), 5000);
+      logs.child.kill('SIGINT');
+      assert.equal(await logs.exited, 0, logs.stderr());
+    } finally {
+      await logs.stop(1000);
+    }
+  });
+
+  it('refuses a second mesh on the same state directory', () => {
+    const r = wardSync(['up', dir, '--state-dir', state]);
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /^error: a local mesh is already running from .* \(pid \d+, /m);
+  });
+
+  it('ward logs shows a pod app output and its proxy log', () => {
+    const app = wardSync(['logs', 'other/client', '--state-dir', state]);
+    assert.equal(app.status, 0, app.stderr);
+    assert.match(app.stdout, /^relay listening via http:\/\/127\.20\.200\.3:4140\/$/m);
+    const proxy = wardSync(['logs', 'demo/server-0', '-c', 'proxy', '--tail', '200', '--state-dir', state]);
+    assert.equal(proxy.status, 0, proxy.stderr);
+    assert.match(proxy.stdout, /"msg":"Request denied"/);
+    const missing = wardSync(['logs', 'demo/nope', '--state-dir', state]);
+    assert.deepEqual([missing.status, missing.stderr], [2, 'error: no pod demo/nope in this mesh\n']);
+  });
+
+  it('ward restart recreates a pod: new processes, namespace annotations applied again', async () => {
+    // The namespace turns to deny; running pods keep what they were created with.
+    writeFileSync(join(dir, 'namespaces.yaml'), NAMESPACES('deny'));
+    await new Promise((r) => setTimeout(r, 1000));
+    const before = await pod('other', 'intruder');
+    assert.equal((await fetch('http://127.20.200.6:8080/call')).status, 200, 'created under all-unauthenticated');
+    const r = wardSync(['restart', 'other/intruder', '--state-dir', state]);
+    assert.deepEqual([r.status, r.stdout], [0, 'pod other/intruder restarted\n'], r.stderr);
+    const after = await waitFor(
+      'intruder ready again',
+      async () => {
+        const p = await pod('other', 'intruder');
+        return p.ready && p.containers[0]?.pid !== before.containers[0]?.pid ? p : undefined;
+      },
+      20_000,
+      200,
+    );
+    assert.equal(after.ip, before.ip, 'same address');
+    assert.equal((await fetch('http://127.20.200.6:8080/call')).status, 403, 'recreated under deny: the host is refused');
+  });
+
+  it('stops on SIGINT within a few seconds, leaving no process and no mesh.json', async () => {
+    assert.equal(leftovers().filter((l) => l.includes(' proxy ')).length, 5, 'one proxy per meshed pod while running');
+    const t0 = Date.now();
+    up.child.kill('SIGINT');
+    const code = await up.exited;
+    const ms = Date.now() - t0;
+    console.log(`# stopped in ${ms} ms`);
+    assert.equal(code, 0, up.stderr());
+    assert.ok(ms < 6000, `took ${ms} ms`);
+    assert.equal(existsSync(join(state, 'mesh.json')), false);
+    await waitFor('no process left', () => (leftovers().length === 0 ? true : undefined), 3000, 100).catch(() => {
+      assert.deepEqual(leftovers(), []);
+    });
+    const s = wardSync(['status', '--state-dir', state]);
+    assert.deepEqual([s.status, s.stderr], [2, 'error: no local mesh is running (start one with `ward up DIR`)\n']);
+  });
+});
+
+describe('ward up on a directory with errors', () => {
+  it('reports them like ward check and starts nothing (exit 2)', () => {
+    const bad = mkdtempSync(join(tmpdir(), 'ward-up-bad-'));
+    try {
+      writeFileSync(
+        join(bad, 'pod.yaml'),
+        `apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: default}
+spec:
+  containers:
+  - name: web
+    image: nginx
+`,
+      );
+      const r = wardSync(['up', bad, '--state-dir', join(bad, 'state')]);
+      assert.equal(r.status, 2);
+      assert.equal(
+        r.stderr,
+        `${join(bad, 'pod.yaml')}:6:5: error LOC001 container web of pod default/web has no command [Pod default/web]\n` +
+          "  hint: local mode runs a container's command/args; image is ignored\n" +
+          `✖ ${bad}: 1 errors; nothing was started\n`,
+      );
+      assert.equal(existsSync(join(bad, 'state')), false);
+    } finally {
+      rmSync(bad, { recursive: true, force: true });
+    }
+  });
+});
