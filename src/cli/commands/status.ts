@@ -78,5 +78,7 @@ export async function runStatus(flags: { output: string; stateDir?: string }, io
       ]),
     ]),
   );
+  const older = status.denials.length - denials.length;
+  if (older > 0) io.out(p.dim(`(${older} older not shown; \`ward status -o json\` lists the last ${status.denials.length})\n`));
   return EXIT.ok;
 }
