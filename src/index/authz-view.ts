@@ -5,6 +5,7 @@
  */
 import { type Authorization, compileAuthz, describeAuthz, type GrpcRoute, type HttpRoute, type InboundServer, LOCALHOST_AUTHZ } from '../core/index.js';
 import type { PodInfo } from './pod.js';
+import { localhostAuthzOf } from './policy-index.js';
 import { type PolicyView, QueryError } from './query-error.js';
 import { parseResourceArg, podsOf } from './targets.js';
 
@@ -70,12 +71,12 @@ function routesOf(s: InboundServer): readonly (HttpRoute | GrpcRoute)[] {
 }
 
 /** The view of one port's published policy. */
-export function portView(port: number, s: InboundServer): PortView {
+export function portView(port: number, s: InboundServer, localhost: Authorization = LOCALHOST_AUTHZ): PortView {
   return {
     port,
     server: { kind: s.meta.kind === 'default' ? 'default' : 'server', name: s.meta.name },
     protocol: PROTOCOL_LABELS[s.protocol.kind],
-    authorizations: [...s.authorizations, LOCALHOST_AUTHZ].map(authzEntry),
+    authorizations: [...s.authorizations, localhost].map(authzEntry),
     routes: routesOf(s).map((r) => ({ kind: r.meta.kind, name: r.meta.name, authorizations: r.authorizations.map(authzEntry) })),
   };
 }
@@ -88,7 +89,7 @@ export function podView(view: PolicyView, p: PodInfo): PodView {
     serviceAccount: p.serviceAccount,
     ports: view.index.ports(p.namespace, p.name).flatMap((port) => {
       const cell = view.index.peek(p.namespace, p.name, port);
-      return cell === undefined ? [] : [portView(port, cell.value)];
+      return cell === undefined ? [] : [portView(port, cell.value, localhostAuthzOf(view.config, p))];
     }),
   };
 }

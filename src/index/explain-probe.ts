@@ -4,6 +4,7 @@
  */
 import {
   type ClientInfo,
+  compileAuthz,
   compileServer,
   firstHost,
   formatIp,
@@ -18,6 +19,7 @@ import {
   traceRequest,
 } from '../core/index.js';
 import { ANNOTATIONS } from '../manifest/index.js';
+import { localhostAuthzOf } from './policy-index.js';
 import { type PolicyView, QueryError } from './query-error.js';
 
 /** Who is calling. */
@@ -158,10 +160,10 @@ export function evaluate(ws: PolicyView, p: Probe): ExplainResult {
   if (ip === undefined) throw new QueryError(`client IP "${ipText}" is not an IP address`);
   const tls = tlsState(p.client, server);
   const client: ClientInfo = { ip, tls };
-  const cs = compileServer(server);
+  const info = ws.index.pod(p.namespace, p.pod);
+  const cs = compileServer(server, { localhost: compileAuthz(localhostAuthzOf(ws.config, info)) });
   const req = requestOf(p.traffic);
   const chain: { step: string; detail: string }[] = [];
-  const info = ws.index.pod(p.namespace, p.pod);
   chain.push({
     step: 'target',
     detail: `pod ${p.namespace}/${p.pod} port ${p.port}${info !== undefined ? ` (ServiceAccount ${info.serviceAccount})` : ''}`,

@@ -24,9 +24,11 @@ import {
   type IdentityMatch,
   type InboundServer,
   isDefaultPolicyName,
+  LOCALHOST_AUTHZ,
   type Network,
   POLICY_GROUP,
   type ProxyProtocol,
+  parseCidr,
   probeRoute,
   requireIdentity,
   selectorMatches,
@@ -55,6 +57,19 @@ export interface ClusterConfig {
   readonly probeNetworks: readonly Network[];
   readonly trustDomain: string;
   readonly controlPlaneNamespace: string;
+  /**
+   * Local mode (`ward up`): every pod shares the host's loopback, so each proxy's
+   * `default:localhost` admits only its pod's own address, and queries say so. Default false.
+   */
+  readonly localhostIsPodAddress?: boolean;
+}
+
+/** The proxy-added `default:localhost` authorization of a pod, as its proxy applies it. */
+export function localhostAuthzOf(config: ClusterConfig, pod: PodInfo | undefined): Authorization {
+  const ip = pod?.pod.status?.podIP;
+  if (config.localhostIsPodAddress !== true || ip === undefined) return LOCALHOST_AUTHZ;
+  const parsed = parseCidr(ip.includes(':') ? `${ip}/128` : `${ip}/32`);
+  return parsed === undefined ? LOCALHOST_AUTHZ : { ...LOCALHOST_AUTHZ, networks: [{ net: parsed, except: [] }] };
 }
 
 /** A resource the index holds, with its conversion outcome. */

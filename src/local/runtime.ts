@@ -243,7 +243,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
     });
   }
   const podNet = parseCidr(POD_RANGE) as Network['net'];
-  const cluster: ClusterConfig = { ...opts.cluster, clusterNetworks: [{ net: podNet, except: [] }] };
+  const cluster: ClusterConfig = { ...opts.cluster, clusterNetworks: [{ net: podNet, except: [] }], localhostIsPodAddress: true };
   const listen: ControllerListen = { ...DEFAULT_LISTEN, ...opts.listen };
   let controller: RunningController;
   try {
