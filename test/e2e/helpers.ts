@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { type ChildProcessWithoutNullStreams, spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
@@ -182,4 +182,59 @@ export async function proxyPorts(p: WardProcess, adminHost: string, timeoutMs = 
     50,
   );
   return ports;
+}
+
+/** The controller flags of `ward up` with every API on `host`, each on any free port. */
+export function upControllerFlags(host = '127.0.0.1'): string[] {
+  return ['--policy-addr', `${host}:0`, '--identity-addr', `${host}:0`, '--destination-addr', `${host}:0`, '--admin-addr', `${host}:0`];
+}
+
+/**
+ * Waits for the `mesh.json` a `ward up` writes into `stateDir` (failing early if `up` exits) and
+ * returns its local API URL.
+ */
+export async function localMeshApi(up: WardProcess, stateDir: string, timeoutMs = 30_000): Promise<string> {
+  const file = join(stateDir, 'mesh.json');
+  const mesh = await waitFor(
+    `mesh.json (ward up output so far: ${up.stdout()}${up.stderr()})`,
+    () => {
+      if (up.child.exitCode !== null) throw new Error(`ward up exited with ${up.child.exitCode}: ${up.stdout()}${up.stderr()}`);
+      return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as { api: string }) : undefined;
+    },
+    timeoutMs,
+  );
+  return mesh.api;
+}
+
+/**
+ * The processes (other than this one) whose command line or environment contains any of
+ * `needles`, as `pid: cmdline` lines: what a stopped `ward up` must not leave behind.
+ */
+export function processesMentioning(needles: readonly string[]): { readonly pid: number; readonly line: string }[] {
+  const out: { pid: number; line: string }[] = [];
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    if (Number(pid) === process.pid) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
+      const environ = readFileSync(`/proc/${pid}/environ`, 'utf8');
+      const hits = needles.filter((n) => cmdline.includes(n) || environ.includes(n));
+      if (hits.length > 0) out.push({ pid: Number(pid), line: `${pid}: ${cmdline.trim()} [mentions ${hits.join(', ')}]` });
+    } catch {
+      // gone, or not ours
+    }
+  }
+  return out;
+}
+
+/** The sum of the samples of Prometheus metric `name` whose labels include every `key="value"` of `labels`. */
+export function metricSum(text: string, name: string, labels: Readonly<Record<string, string>>): number {
+  let sum = 0;
+  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
+  for (const line of text.split('\n')) {
+    const m = /^(\w+)\{(.*)\} (\S+)$/.exec(line);
+    if (m === null || m[1] !== name) continue;
+    const got = (m[2] as string).split(/,(?=\w+=")/);
+    if (wanted.every((w) => got.includes(w))) sum += Number(m[3]);
+  }
+  return sum;
 }
