@@ -8,8 +8,10 @@
 // it needs (and no TypeScript loader) keeps its memory down.
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
-const root = new URL('../', import.meta.url).pathname;
+// A file path, not a URL's (percent-encoded) path: a checkout may sit under a directory with spaces.
+const root = fileURLToPath(new URL('../', import.meta.url));
 const args = process.argv.slice(2);
 const proxyOnly = args[0] === 'proxy';
 

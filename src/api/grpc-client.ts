@@ -33,7 +33,8 @@ export interface GrpcConnectOptions {
 export function channelSettings(opts: GrpcConnectOptions): { credentials: ChannelCredentials; options: ChannelOptions } {
   const tls = opts.tls;
   // Proxies must find a restarted controller within seconds, not grpc-js's default of up to 2 min.
-  const reconnect: ChannelOptions = { 'grpc.initial_reconnect_backoff_ms': 250, 'grpc.max_reconnect_backoff_ms': 5000 };
+  // The controller's APIs are never reached through an HTTP proxy (grpc-js would honour http_proxy/grpc_proxy).
+  const reconnect: ChannelOptions = { 'grpc.initial_reconnect_backoff_ms': 250, 'grpc.max_reconnect_backoff_ms': 5000, 'grpc.enable_http_proxy': 0 };
   const pool: ChannelOptions = opts.dedicatedConnection === true ? { ...reconnect, 'grpc.use_local_subchannel_pool': 1 } : reconnect;
   if (tls === undefined) return { credentials: credentials.createInsecure(), options: pool };
   const key = tls.keyPem === undefined ? null : Buffer.from(tls.keyPem);

@@ -56,10 +56,10 @@ function withControllerFlag<A extends unknown[], O extends OptionValues>(cmd: Co
 }
 
 /** The controller to ask, or undefined for offline mode; -f and --controller exclude each other. */
-function onlineController(flags: { filename: string[]; controller?: string }): URL | undefined {
+async function onlineController(flags: { filename: string[]; controller?: string }): Promise<URL | undefined> {
   if (flags.controller === undefined) {
     // Neither -f nor --controller: the local mesh of `ward up`, when one runs.
-    const local = flags.filename.length === 0 ? localController() : undefined;
+    const local = flags.filename.length === 0 ? await localController() : undefined;
     return local === undefined ? undefined : controllerBase(local);
   }
   if (flags.filename.length > 0) throw new UsageError('give either -f manifests or --controller URL, not both');
@@ -133,7 +133,7 @@ function program(io: CliIo, result: { status: number }, signal: AbortSignal | un
     ),
   ).action(async (resource, opts) => {
     const flags = opts as unknown as ClusterFlags & { output: string; namespace?: string; allNamespaces?: boolean; controller?: string };
-    const online = onlineController(flags);
+    const online = await onlineController(flags);
     if (online !== undefined) {
       const q = new URLSearchParams({ resource });
       if (flags.allNamespaces) q.set('allNamespaces', 'true');
@@ -168,7 +168,7 @@ function program(io: CliIo, result: { status: number }, signal: AbortSignal | un
     ),
   ).action(async (opts) => {
     const flags = opts as unknown as ClusterFlags & ExplainOptions & { controller?: string };
-    const online = onlineController(flags);
+    const online = await onlineController(flags);
     if (online !== undefined) {
       const keys = ['to', 'namespace', 'fromIp', 'fromIdentity', 'fromSa', 'tls', 'sni', 'http', 'header', 'host', 'grpc', 'tcp'] as const;
       const request = Object.fromEntries(keys.filter((k) => flags[k] !== undefined).map((k) => [k, flags[k]]));
@@ -202,7 +202,7 @@ function program(io: CliIo, result: { status: number }, signal: AbortSignal | un
     ),
   ).action(async (pod, port, opts) => {
     const flags = opts as unknown as ClusterFlags & { output: string; namespace?: string; controller?: string };
-    const online = onlineController(flags);
+    const online = await onlineController(flags);
     if (online !== undefined) {
       const t = policyTarget(pod, port, flags.namespace);
       const q = new URLSearchParams({ workload: `${t.namespace}:${t.pod}`, port: String(t.port) });

@@ -93,6 +93,12 @@ export interface ControllerOptions {
    * reaches the indexes with `status.podIP` set to the answer (left without one on undefined).
    */
   readonly podAddress?: (namespace: string, name: string) => string | undefined;
+  /**
+   * Ask `podAddress` for every pod, replacing a manifest's `status.podIP` (local mode: an exported
+   * Pod carries its cluster address, which means nothing on this machine). Default false: only
+   * pods without one are asked.
+   */
+  readonly replacePodAddresses?: boolean;
 }
 
 /** A running controller. */
@@ -307,6 +313,13 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
       trustDomain: cluster.trustDomain,
     });
     const inForce = new Map<string, Resource>();
+    /** Pods whose manifest address was replaced, logged once each. */
+    const replacedLogged = new Set<string>();
+    const replacedAddress = (pod: string, manifestIp: string, ip: string) => {
+      if (replacedLogged.has(pod)) return;
+      replacedLogged.add(pod);
+      log.debug({ pod, manifestPodIP: manifestIp, podIP: ip }, 'pod address of the manifest replaced');
+    };
     let source: DirectorySource | undefined;
     const metrics = new ControllerMetrics(registry, () => source, index);
     /** When the change being applied began (for the latency histogram). */
@@ -315,7 +328,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
       update(fn: (tx: SourceTx) => void): void {
         const ops: ({ op: 'apply'; r: Resource } | { op: 'delete'; k: ResourceKey })[] = [];
         fn({ apply: (r) => ops.push({ op: 'apply', r }), delete: (k) => ops.push({ op: 'delete', k }) });
-        if (opts.podAddress !== undefined) withPodAddresses(ops, opts.podAddress);
+        if (opts.podAddress !== undefined) withPodAddresses(ops, opts.podAddress, opts.replacePodAddresses === true, replacedAddress);
         changeStartedAt = source?.lastChangeStartedAt ?? Date.now();
         const replay = (tx: IndexTx) => {
           for (const o of ops) {
@@ -483,17 +496,25 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
   }
 }
 
-/** Gives the pods among `ops` that have no `status.podIP` the address `podAddress` answers (in `namespace/name` order). */
+/**
+ * Gives the pods among `ops` that have no `status.podIP` (every pod when `replace`) the address
+ * `podAddress` answers (in `namespace/name` order); `replaced` hears of each manifest address replaced.
+ */
 function withPodAddresses(
   ops: ({ op: 'apply'; r: Resource } | { op: 'delete'; k: ResourceKey })[],
   podAddress: (namespace: string, name: string) => string | undefined,
+  replace: boolean,
+  replaced: (pod: string, manifestIp: string, ip: string) => void,
 ): void {
   const name = (r: Resource) => `${r.metadata.namespace}/${r.metadata.name}`;
-  const pending = ops.filter((o): o is { op: 'apply'; r: Pod } => o.op === 'apply' && o.r.kind === 'Pod' && (o.r.status?.podIP ?? '') === '');
+  const pending = ops.filter((o): o is { op: 'apply'; r: Pod } => o.op === 'apply' && o.r.kind === 'Pod' && (replace || (o.r.status?.podIP ?? '') === ''));
   pending.sort((a, b) => (name(a.r) < name(b.r) ? -1 : name(a.r) > name(b.r) ? 1 : 0));
   for (const o of pending) {
     const ip = podAddress(o.r.metadata.namespace, o.r.metadata.name);
-    if (ip !== undefined) o.r = { ...o.r, status: { ...o.r.status, podIP: ip } };
+    if (ip === undefined) continue;
+    const had = o.r.status?.podIP ?? '';
+    if (had !== '' && had !== ip) replaced(name(o.r), had, ip);
+    o.r = { ...o.r, status: { ...o.r.status, podIP: ip } };
   }
 }
 

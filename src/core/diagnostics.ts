@@ -255,6 +255,11 @@ export const CATALOG = {
     message: 'workingDir of container {container} in pod {pod} is not a directory: {dir}',
     hint: 'local mode resolves workingDir relative to the directory given to ward up',
   },
+  LOC005: {
+    severity: 'error',
+    message: '{probe} probe of container {container} in pod {pod} names port {port}, which the container does not declare',
+    hint: "give the port number, or the name of one of the container's ports (ports[].name)",
+  },
   // --- identity material: trust anchors, issuer, keys (ID0xx) ---
   ID001: {
     severity: 'error',

@@ -6,8 +6,13 @@
  *   GET  /api/v1/local/logs/NS/POD?container=app|proxy|NAME&tail=N&follow=1   text; follow streams
  *   POST /api/v1/local/restart/NS/POD                           recreate the pod (JSON)
  *
+ * Every request needs `Authorization: Bearer TOKEN` (the token of `mesh.json`; 401 otherwise). A
+ * request with an `Origin` header (a browser page's) or whose `Host` is not `127.0.0.1:PORT` (DNS
+ * rebinding) is refused (403).
+ *
  * Errors are `{"error": {"code", "message"}}` like the controller's API.
  */
+import { timingSafeEqual } from 'node:crypto';
 import { open } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -33,6 +38,16 @@ export interface LocalApiHandlers {
 export interface LocalApiServer {
   readonly port: number;
   close(): Promise<void>;
+}
+
+/** Where the API listens and what it requires. */
+export interface LocalApiOptions {
+  /** The bearer token every request must carry. */
+  readonly token: string;
+  /** Default 127.0.0.1. */
+  readonly host?: string;
+  /** Default 0 (any free port). */
+  readonly port?: number;
 }
 
 /** Largest piece of a log file read for `tail`. */
@@ -70,9 +85,45 @@ export async function tailFile(path: string, n: number | undefined): Promise<str
   }
 }
 
+/** True when `header` is `Bearer TOKEN` (compared in constant time). */
+function hasToken(header: string | undefined, token: string): boolean {
+  const m = /^Bearer (\S+)$/i.exec(header ?? '');
+  if (m === null || token === '') return false;
+  const given = Buffer.from(m[1] as string);
+  const want = Buffer.from(token);
+  return given.length === want.length && timingSafeEqual(given, want);
+}
+
+/**
+ * Writes lines of `ward logs -f` to `res` without ever buffering without bound: when the client
+ * does not keep up (`write` returns false), lines are dropped until 'drain', and then a line
+ * says how many.
+ */
+function followWriter(res: ServerResponse): (text: string) => void {
+  let waiting = false;
+  let dropped = 0;
+  res.on('drain', () => {
+    waiting = false;
+    if (dropped === 0) return;
+    const n = dropped;
+    dropped = 0;
+    if (!res.write(`--- ${n} lines dropped ---\n`)) waiting = true;
+  });
+  return (text) => {
+    if (text === '') return;
+    if (waiting) {
+      dropped += text.split('\n').length - 1;
+      return;
+    }
+    if (!res.write(text)) waiting = true;
+  };
+}
+
 /** Starts the API on `host:port` (port 0 = any free port). */
-export function startLocalApi(handlers: LocalApiHandlers, host = '127.0.0.1', port = 0): Promise<LocalApiServer> {
+export function startLocalApi(handlers: LocalApiHandlers, opts: LocalApiOptions): Promise<LocalApiServer> {
+  const host = opts.host ?? '127.0.0.1';
   const following = new Set<ServerResponse>();
+  let expectedHost = '';
   const server = createServer((req, res) => {
     void handle(req, res).catch((e: unknown) => {
       if (!res.headersSent) sendError(res, 500, 'INTERNAL', e instanceof Error ? e.message : String(e));
@@ -81,6 +132,10 @@ export function startLocalApi(handlers: LocalApiHandlers, host = '127.0.0.1', po
   });
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (req.headers.origin !== undefined) return sendError(res, 403, 'FORBIDDEN', 'requests from web pages are refused');
+    if (req.headers.host !== expectedHost) return sendError(res, 403, 'FORBIDDEN', `Host must be ${expectedHost}`);
+    if (!hasToken(req.headers.authorization, opts.token))
+      return sendError(res, 401, 'UNAUTHENTICATED', 'missing or wrong bearer token (the token is in the mesh.json of the state directory)');
     const url = new URL(req.url ?? '/', 'http://local.invalid');
     const parts = url.pathname.split('/').filter((p) => p !== '');
     const [api, v1, local, what, ns, pod, ...rest] = parts;
@@ -116,15 +171,32 @@ export function startLocalApi(handlers: LocalApiHandlers, host = '127.0.0.1', po
       const keep = source.filter ?? ((l: string) => l);
       const follow = url.searchParams.get('follow') === '1' || url.searchParams.get('follow') === 'true';
       res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' });
+      // A follower hears the status at once, before any line.
+      if (follow) res.flushHeaders();
+      const out = followWriter(res);
       // Subscribe before reading the file, so no line falls between the two.
       const buffered: string[] = [];
       let live = false;
+      let ended = false;
       const unsubscribe = follow
-        ? source.file.subscribe((line) => {
-            const kept = keep(line);
-            if (kept === undefined) return;
-            if (live) res.write(`${kept}\n`);
-            else buffered.push(kept);
+        ? source.file.subscribe({
+            line: (line) => {
+              const kept = keep(line);
+              if (kept === undefined) return;
+              if (live) out(`${kept}\n`);
+              else buffered.push(kept);
+            },
+            // The pod was recreated: its new log file goes on (LogFile.handOver).
+            notice: (text) => {
+              if (live) out(`--- ${text} ---\n`);
+              else buffered.push(`--- ${text} ---`);
+            },
+            // The pod is gone: following ends (the last line is written whatever the back-pressure).
+            end: (text) => {
+              ended = true;
+              if (live) res.end(`--- ${text} ---\n`);
+              else buffered.push(`--- ${text} ---`);
+            },
           })
         : undefined;
       const all = (await tailFile(source.file.path, undefined)).flatMap((l) => {
@@ -135,12 +207,21 @@ export function startLocalApi(handlers: LocalApiHandlers, host = '127.0.0.1', po
       let overlap = Math.min(buffered.length, all.length);
       while (overlap > 0 && all.slice(all.length - overlap).join('\n') !== buffered.slice(0, overlap).join('\n')) overlap--;
       const fromFile = tail === undefined ? all : all.slice(Math.max(0, all.length - tail));
-      res.write(fromFile.map((l) => `${l}\n`).join(''));
       if (unsubscribe === undefined) {
+        res.end(fromFile.map((l) => `${l}\n`).join(''));
+        return;
+      }
+      out(fromFile.map((l) => `${l}\n`).join(''));
+      out(
+        buffered
+          .slice(overlap)
+          .map((l) => `${l}\n`)
+          .join(''),
+      );
+      if (ended) {
         res.end();
         return;
       }
-      for (const l of buffered.slice(overlap)) res.write(`${l}\n`);
       live = true;
       following.add(res);
       const done = () => {
@@ -156,10 +237,12 @@ export function startLocalApi(handlers: LocalApiHandlers, host = '127.0.0.1', po
 
   return new Promise((resolve, reject) => {
     server.once('error', reject);
-    server.listen(port, host, () => {
+    server.listen(opts.port ?? 0, host, () => {
       server.off('error', reject);
+      const port = (server.address() as AddressInfo).port;
+      expectedHost = `${host.includes(':') ? `[${host}]` : host}:${port}`;
       resolve({
-        port: (server.address() as AddressInfo).port,
+        port,
         close: () =>
           new Promise<void>((r) => {
             for (const res of following) res.end();

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { containerArgv, containerEnv, expandKubeVars, type PodEnvFacts } from './env.js';
+import { containerArgv, containerEnv, expandKubeVars, type PodEnvFacts, withoutHostProxies } from './env.js';
 
 const lookup = (vars: Record<string, string>) => (n: string) => (Object.hasOwn(vars, n) ? vars[n] : undefined);
 
@@ -100,5 +100,16 @@ describe('containerArgv', () => {
   it('is undefined without a command (args alone would run the image entrypoint)', () => {
     assert.equal(containerArgv({ name: 'c', args: ['x'] }, {}), undefined);
     assert.equal(containerArgv({ name: 'c', command: [] }, {}), undefined);
+  });
+});
+
+describe('withoutHostProxies', () => {
+  it("drops the host's proxy settings in both cases (the proxies' environment: grpc-js honours them) and unset variables", () => {
+    const host: Record<string, string | undefined> = { PATH: '/bin', HOME: '/home/me', UNSET: undefined };
+    for (const k of ['HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY', 'NO_PROXY', 'GRPC_PROXY', 'NO_GRPC_PROXY']) {
+      host[k] = 'http://corp:3128';
+      host[k.toLowerCase()] = 'http://corp:3128';
+    }
+    assert.deepEqual(withoutHostProxies(host), { PATH: '/bin', HOME: '/home/me' });
   });
 });

@@ -10,8 +10,32 @@ import type { ContainerSpec } from '../controller/index.js';
 /** The upstream outbound port of the proxy. */
 export const OUTBOUND_PORT = 4140;
 
-/** Inherited variables dropped from every container's environment: a host's proxy settings would take traffic off the mesh. */
-const DROPPED = ['HTTP_PROXY', 'http_proxy', 'HTTPS_PROXY', 'https_proxy', 'ALL_PROXY', 'all_proxy', 'NO_PROXY', 'no_proxy', 'grpc_proxy', 'no_grpc_proxy'];
+/**
+ * Inherited variables dropped from every container's and every proxy's environment: a host's
+ * proxy settings would take an app's traffic off the mesh, and send a proxy's calls to the
+ * controller through the host's HTTP proxy (grpc-js honours them).
+ */
+export const HOST_PROXY_VARIABLES: readonly string[] = [
+  'HTTP_PROXY',
+  'http_proxy',
+  'HTTPS_PROXY',
+  'https_proxy',
+  'ALL_PROXY',
+  'all_proxy',
+  'NO_PROXY',
+  'no_proxy',
+  'GRPC_PROXY',
+  'grpc_proxy',
+  'NO_GRPC_PROXY',
+  'no_grpc_proxy',
+];
+
+/** `inherited` without its unset variables and the host's proxy settings ({@link HOST_PROXY_VARIABLES}). */
+export function withoutHostProxies(inherited: Readonly<Record<string, string | undefined>>): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(inherited)) if (v !== undefined && !HOST_PROXY_VARIABLES.includes(k)) env[k] = v;
+  return env;
+}
 
 /** The facts of a pod the environment is built from. */
 export interface PodEnvFacts {
@@ -110,8 +134,7 @@ export function runtimeEnv(pod: PodEnvFacts): Record<string, string> {
  * container's and the runtime's variables defined before it, as the kubelet does).
  */
 export function containerEnv(container: ContainerSpec, pod: PodEnvFacts, inherited: Readonly<Record<string, string | undefined>>): ContainerEnv {
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(inherited)) if (v !== undefined && !DROPPED.includes(k)) env[k] = v;
+  const env = withoutHostProxies(inherited);
   const own = new Map<string, string>(Object.entries(runtimeEnv(pod)));
   const unsupported: [string, string][] = [];
   for (const e of container.env ?? []) {

@@ -10,4 +10,15 @@ export { containerArgv, containerEnv, expandKubeVars, OUTBOUND_PORT, runtimeEnv 
 export { checkLocalPods, declaredPorts, PROXY_PORTS } from './plan.js';
 export type { ContainerStatus, PodStatus } from './pod.js';
 export { type LocalEvent, type LocalMesh, type LocalMeshOptions, type LocalStatus, type SummaryRow, startLocalMesh } from './runtime.js';
-export { isProcessAlive, type MeshState, meshStatePath, podStateDir, readMeshState, runningMesh, stateDirOf } from './state.js';
+export {
+  isProcessAlive,
+  killSurvivors,
+  MESH_MARKER_ENV,
+  type MeshState,
+  meshAnswers,
+  meshStatePath,
+  podStateDir,
+  readMeshState,
+  runningMesh,
+  stateDirOf,
+} from './state.js';

@@ -59,6 +59,44 @@ describe('checkLocalPods', () => {
   });
 });
 
+describe('LOC005', () => {
+  it('reports a probe that names a port its container does not declare, positioned; numbers and declared names pass', () => {
+    const pod = mkPod([
+      {
+        name: 'web',
+        command: ['web'],
+        ports: [{ name: 'http', containerPort: 8080 }],
+        readinessProbe: { httpGet: { path: '/ready', port: 'HTTP' } },
+        livenessProbe: { httpGet: { path: '/live', port: 'admin' } },
+        startupProbe: { tcpSocket: { port: 'grpc' } },
+      },
+      { name: 'side', command: ['side'], livenessProbe: { tcpSocket: { port: 9000 } }, readinessProbe: { tcpSocket: { port: '9001' } } },
+    ]);
+    const ds = checkLocalPods([pod], () => false, { dir });
+    assert.deepEqual(
+      ds.map((d) => [d.code, d.severity, d.message, d.path?.join('.')]),
+      [
+        [
+          'LOC005',
+          'error',
+          'liveness probe of container web in pod demo/web-0 names port admin, which the container does not declare',
+          'spec.containers.0.livenessProbe.httpGet.port',
+        ],
+        [
+          'LOC005',
+          'error',
+          'startup probe of container web in pod demo/web-0 names port grpc, which the container does not declare',
+          'spec.containers.0.startupProbe.tcpSocket.port',
+        ],
+      ],
+    );
+    assert.equal(ds[0]?.source?.file, 'app.yaml');
+    // planPod refuses such a pod (a live edit that adds one does not start it).
+    const r = planPod(pod, '127.20.0.9', false, { dir, inheritedEnv: {} });
+    assert.equal(r.ok, false);
+  });
+});
+
 describe('planPod', () => {
   it('plans the containers (not the injected proxy) with their env, argv and working directory', () => {
     const pod = mkPod(

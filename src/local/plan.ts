@@ -58,6 +58,13 @@ function appContainers(pod: Pod): { c: ContainerSpec; i: number; init: boolean }
   ];
 }
 
+/** The probes of a container: what people call them, and their field. */
+const PROBES = [
+  ['readiness', 'readinessProbe'],
+  ['liveness', 'livenessProbe'],
+  ['startup', 'startupProbe'],
+] as const;
+
 function restartPolicyOf(pod: Pod): RestartPolicy {
   const p = pod.spec.restartPolicy;
   return p === 'OnFailure' || p === 'Never' ? p : 'Always';
@@ -72,7 +79,7 @@ export function declaredPorts(pod: Pod): number[] {
 }
 
 /**
- * Problems that keep pods from running locally (LOC001-LOC004), positioned in their manifests.
+ * Problems that keep pods from running locally (LOC001-LOC005), positioned in their manifests.
  * `meshed` tells which pods get a proxy (whose ports they must not declare).
  */
 export function checkLocalPods(pods: readonly Pod[], meshed: (pod: Pod) => boolean, ctx: Pick<PlanContext, 'dir'>): Diagnostic[] {
@@ -103,6 +110,18 @@ export function checkLocalPods(pods: readonly Pod[], meshed: (pod: Pod) => boole
         const detail = path === undefined ? 'valueFrom other than fieldRef' : `fieldRef ${path} is not supported`;
         out.push(diagnostic('LOC002', { name: e.name, container: c.name, pod: podName, detail }, at([...base, 'env', j, 'valueFrom'])));
       });
+      if (!init) {
+        const named = new Set((c.ports ?? []).flatMap((p) => (p.name !== undefined ? [p.name.toLowerCase()] : [])));
+        for (const [kind, key] of PROBES) {
+          const probe = c[key];
+          for (const handler of ['httpGet', 'tcpSocket'] as const) {
+            const port = probe?.[handler]?.port;
+            // A number written as a string is a number to the kubelet too.
+            if (typeof port !== 'string' || named.has(port.toLowerCase()) || /^\d+$/.test(port)) continue;
+            out.push(diagnostic('LOC005', { probe: kind, container: c.name, pod: podName, port }, at([...base, key, handler, 'port'])));
+          }
+        }
+      }
       if (isMeshed) {
         (c.ports ?? []).forEach((p, j) => {
           if (PROXY_PORTS.includes(p.containerPort))

@@ -5,16 +5,16 @@
  * `/ready` answers 200 (meshed pods), every application container runs, and every readiness
  * probe passes (a container without one is ready while it runs).
  */
-import { writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { mintToken, type ProbeSpec } from '../controller/index.js';
 import { ADMIN_POLICY_PORT, DEFAULT_MESH_PORT } from '../proxy/index.js';
 import { NODE_ADDRESS } from './addresses.js';
 import { type DenialLog, parseDenial } from './denials.js';
-import { OUTBOUND_PORT } from './env.js';
+import { OUTBOUND_PORT, withoutHostProxies } from './env.js';
 import type { ContainerPlan, PodPlan } from './plan.js';
 import { httpProbe, type ProbeKind, ProbeWorker, probeCheck, probeTiming } from './probes.js';
-import { podStateDir } from './state.js';
+import { MESH_MARKER_ENV, PGIDS_FILE, podStateDir } from './state.js';
 import { type ExitInfo, LogFile, Supervised } from './supervisor.js';
 
 /** Token lifetime; tokens are minted again every `TOKEN_REFRESH_MS`, well before they expire. */
@@ -92,6 +92,11 @@ interface AppContainer {
 function indent(lines: readonly string[], n: number): string {
   const shown = lines.slice(-n);
   return shown.length === 0 ? '  (no output)' : shown.map((l) => `  | ${l}`).join('\n');
+}
+
+/** ` (restarting now)`, ` (restarting in N s)`: when a process that ended starts again. */
+function restartText(ms: number, verb = 'restarting'): string {
+  return ms < 500 ? ` (${verb} now)` : ` (${verb} in ${Math.round(ms / 1000)} s)`;
 }
 
 function exitText(info: ExitInfo): string {
@@ -214,9 +219,11 @@ export class LocalPod {
       '--log-level',
       'info',
     ];
-    const env: Record<string, string> = {};
-    for (const [k, v] of Object.entries(this.#d.inheritedEnv)) if (v !== undefined && k !== 'WARD_LOG') env[k] = v;
+    // Without the host's proxy settings: grpc-js would reach the controller through them.
+    const env = withoutHostProxies(this.#d.inheritedEnv);
+    delete env.WARD_LOG;
     env.NO_COLOR = '1';
+    env[MESH_MARKER_ENV] = this.#d.stateDir;
     const proxy = new Supervised({
       argv,
       env,
@@ -224,14 +231,16 @@ export class LocalPod {
       log: this.proxyLog as LogFile,
       restartPolicy: 'Always',
       backoff: this.#d.restartBackoff,
+      onStart: () => this.#recordPgids(),
       onLine: (line) => {
         const d = parseDenial(line, p.namespace, p.name);
         if (d !== undefined) this.#d.denials.add(d);
       },
       onExit: (info) => {
+        this.#recordPgids();
         this.#setProxyReady(false);
         if (this.#stopped) return;
-        const again = info.restartInMs !== undefined ? ` (restarting in ${Math.round(info.restartInMs / 1000)} s)` : '';
+        const again = info.restartInMs !== undefined ? restartText(info.restartInMs) : '';
         this.#d.report(`pod ${this.key}: proxy ${exitText(info)}${again}; last lines:\n${indent(info.lastLines, 10)}`);
       },
     });
@@ -294,25 +303,46 @@ export class LocalPod {
     const multi = this.plan.initContainers.length + this.plan.containers.length > 1;
     const proc = new Supervised({
       argv: c.argv,
-      env: c.env,
+      env: this.#markedEnv(c.env),
       cwd: c.cwd,
       log: this.appLog,
       ...(multi ? { linePrefix: `[${c.name}] ` } : {}),
       restartPolicy: this.plan.restartPolicy === 'Never' ? 'Never' : 'OnFailure',
       backoff: this.#d.restartBackoff,
+      onStart: () => this.#recordPgids(),
       onExit: (info) => {
+        this.#recordPgids();
         if (this.#stopped) return;
         if (info.code === 0) {
           this.#runInit(i + 1);
           return;
         }
-        const again = info.restartInMs !== undefined ? ` (retrying in ${Math.round(info.restartInMs / 1000)} s)` : '; the pod has failed';
+        const again = info.restartInMs !== undefined ? restartText(info.restartInMs, 'retrying') : '; the pod has failed';
         if (info.restartInMs === undefined) this.#message = `init container ${c.name} failed`;
         this.#d.report(`pod ${this.key}: init container ${c.name} ${exitText(info)}${again}; last lines:\n${indent(info.lastLines, 10)}`);
       },
     });
     this.#inits.push(proc);
     proc.start();
+  }
+
+  /** A container's environment, marked as this mesh's (a later `ward up` finds leftovers by it). */
+  #markedEnv(env: Readonly<Record<string, string>>): Record<string, string> {
+    return { ...env, [MESH_MARKER_ENV]: this.#d.stateDir };
+  }
+
+  /**
+   * Writes the process groups running now to `pods/NS/POD/pgids`, so that a later `ward up` on
+   * this state directory can end what a `ward up` that could not clean up (SIGKILL) left running.
+   */
+  #recordPgids(): void {
+    const procs = [...this.#inits, ...this.#apps.map((a) => a.proc), ...(this.#proxy !== undefined ? [this.#proxy] : [])];
+    const pgids = procs.flatMap((p) => (p.pid !== undefined ? [p.pid] : []));
+    try {
+      writeFileSync(join(this.#dir, PGIDS_FILE), pgids.map((g) => `${g}\n`).join(''), { mode: 0o600 });
+    } catch {
+      // Best effort: only the clean-up after a crash of ward up needs it.
+    }
   }
 
   #startApps(): void {
@@ -322,14 +352,20 @@ export class LocalPod {
       const app: AppContainer = { plan: c, proc: undefined as unknown as Supervised, probes: {}, started: false, ready: false, message: undefined };
       app.proc = new Supervised({
         argv: c.argv,
-        env: c.env,
+        env: this.#markedEnv(c.env),
         cwd: c.cwd,
         log: this.appLog,
         ...(multi ? { linePrefix: `[${c.name}] ` } : {}),
         restartPolicy: this.plan.restartPolicy,
         backoff: this.#d.restartBackoff,
-        onStart: () => this.#onAppStart(app),
-        onExit: (info) => this.#onAppExit(app, info),
+        onStart: () => {
+          this.#recordPgids();
+          this.#onAppStart(app);
+        },
+        onExit: (info) => {
+          this.#recordPgids();
+          this.#onAppExit(app, info);
+        },
       });
       this.#apps.push(app);
     }
@@ -362,7 +398,9 @@ export class LocalPod {
   #startProbe(app: AppContainer, kind: ProbeKind, spec: ProbeSpec): void {
     const ports = new Map<string, number>();
     for (const p of app.plan.spec.ports ?? []) if (p.name !== undefined) ports.set(p.name.toLowerCase(), p.containerPort);
-    const check = probeCheck(spec, (port) => (typeof port === 'number' ? port : ports.get(port.toLowerCase())), {
+    const resolvePort = (port: number | string) =>
+      typeof port === 'number' ? port : (ports.get(port.toLowerCase()) ?? (/^\d+$/.test(port) ? Number(port) : undefined));
+    const check = probeCheck(spec, resolvePort, {
       host: this.plan.ip,
       localAddress: NODE_ADDRESS,
     });
@@ -412,10 +450,7 @@ export class LocalPod {
     app.started = false;
     this.#updateReady();
     if (this.#stopped) return;
-    const again =
-      info.restartInMs !== undefined
-        ? ` (restarting in ${Math.round(info.restartInMs / 1000)} s)`
-        : ` (restartPolicy ${this.plan.restartPolicy}: not restarted)`;
+    const again = info.restartInMs !== undefined ? restartText(info.restartInMs) : ` (restartPolicy ${this.plan.restartPolicy}: not restarted)`;
     if (info.killed && info.error === undefined) return; // reported when the probe failed
     this.#d.report(`pod ${this.key}: container ${app.plan.name} ${exitText(info)}${again}; last lines:\n${indent(info.lastLines, 10)}`);
   }
@@ -505,7 +540,20 @@ export class LocalPod {
     const all = [...this.#apps.map((a) => a.proc), ...this.#inits, ...(this.#proxy !== undefined ? [this.#proxy] : [])];
     await Promise.all(all.map((p) => p.stop(this.#d.graceMs)));
     this.#ready = false;
+    rmSync(join(this.#dir, PGIDS_FILE), { force: true });
     await Promise.all([this.appLog.close(), this.proxyLog?.close()]);
+  }
+
+  /**
+   * After {@link stop}: whoever follows this pod's logs (`ward logs -f`) goes on with `next`'s,
+   * the pod created in its place; without one, following ends, saying `why`.
+   */
+  handOverLogs(next: LocalPod | undefined, why: string): void {
+    if (next !== undefined) this.appLog.handOver(next.appLog, 'pod recreated');
+    else this.appLog.endSubscribers(why);
+    if (this.proxyLog === undefined) return;
+    if (next?.proxyLog !== undefined) this.proxyLog.handOver(next.proxyLog, 'pod recreated');
+    else this.proxyLog.endSubscribers(next !== undefined ? 'pod recreated without a proxy' : why);
   }
 
   /** Kills every process of the pod at once (SIGKILL, synchronously). */

@@ -11,7 +11,8 @@
  * Policy holds for traffic that goes through the proxies (the transparent network-namespace mode
  * will close that gap).
  */
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { connect as netConnect, createServer as netCreateServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import {
@@ -31,7 +32,7 @@ import { type LocalApiServer, type LogSource, startLocalApi } from './api-server
 import { type Denial, DenialLog } from './denials.js';
 import { type PodPlan, planPod } from './plan.js';
 import { LocalPod, type PodDeps, type PodStatus } from './pod.js';
-import { isProcessAlive, type MeshState, readMeshState, removeMeshState, writeMeshState } from './state.js';
+import { killSurvivors, type MeshState, meshAnswers, readMeshState, removeMeshState, writeMeshState } from './state.js';
 import { LogFile } from './supervisor.js';
 
 /** What `ward status -o json` prints. */
@@ -79,7 +80,7 @@ export interface LocalMeshOptions {
   readonly firstPodAddress?: string;
   /** Multiplies probes' initial delays and periods (tests; default 1). */
   readonly probePeriodScale?: number;
-  /** First restart delay (default 10 s; doubles to 30× that). */
+  /** Restart delay after the first, immediate restart (default 10 s; doubles to 30× that). */
   readonly restartBackoffMs?: number;
   /** Time between SIGTERM and SIGKILL when stopping (default 3 s). */
   readonly graceMs?: number;
@@ -194,13 +195,26 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
   const allocator = new AddressAllocator(firstPodAddress);
 
   const running = readMeshState(stateDir);
-  if (running !== undefined && running.pid !== process.pid && isProcessAlive(running.pid)) {
+  if (running !== undefined && running.pid !== process.pid && (await meshAnswers(running))) {
     throw new MeshError(
       'ERR_LOCAL_RUNNING',
       `a local mesh is already running from ${stateDir} (pid ${running.pid}, ${running.dir})\n  hint: stop it first (Ctrl-C in its terminal), or give another --state-dir`,
     );
   }
   mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+  try {
+    // It holds the identity keys and, in mesh.json, the local API's token.
+    chmodSync(stateDir, 0o700);
+  } catch {
+    // not ours to change: mesh.json and the keys are private files all the same
+  }
+  // A ward up that could not clean up (SIGKILL) may have left pods running.
+  const survivors = killSurvivors(stateDir);
+  if (survivors.length > 0)
+    emit({
+      kind: 'report',
+      text: `killed ${survivors.length} process groups left running by an earlier ward up from ${stateDir} (${survivors.join(', ')})`,
+    });
   await checkLoopback(firstPodAddress);
 
   const identityDir = join(stateDir, 'identity');
@@ -254,7 +268,9 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
       ...(opts.clusterDomain !== undefined ? { clusterDomain: opts.clusterDomain } : {}),
       listen,
       logger,
+      // Every pod gets a local address, whatever status.podIP its manifest carries (kubectl get -o yaml writes one).
       podAddress: (namespace, name) => allocator.addressOf(namespace, name),
+      replacePodAddresses: true,
     });
   } catch (e) {
     logger.flush();
@@ -272,6 +288,8 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
   /** Pods started before in this run (their logs are appended to, not truncated). */
   const seen = new Set<string>();
   let stopped = false;
+  /** Set once the initial reconcile is done: the summary waits for it. */
+  let initialDone = false;
   let summaryDone = false;
   const inheritedEnv = { ...env };
   const deps = (key: string): PodDeps => ({
@@ -306,18 +324,41 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
 
   const fingerprintOf = (pod: Pod, meshed: boolean) => JSON.stringify([meshed, pod.spec]);
 
-  function startPod(key: string, pod: Pod, meshed: boolean): PodEntry {
-    const ip = pod.status?.podIP ?? allocator.addressOf(pod.metadata.namespace, pod.metadata.name);
+  /**
+   * Starts a pod; `previous` is the pod it replaces (stopped already), whose log followers go on
+   * with the new one. A pod that cannot start is reported (`pod-invalid`) and kept as failed: the
+   * rest of the mesh runs on.
+   */
+  function startPod(key: string, pod: Pod, meshed: boolean, previous?: LocalPod): PodEntry {
     const fingerprint = fingerprintOf(pod, meshed);
-    const planned = planPod(pod, ip, meshed, { dir, inheritedEnv });
-    if (!planned.ok) {
-      emit({ kind: 'pod-invalid', pod: key, problems: planned.problems });
-      return { key, fingerprint, pod: undefined, problems: planned.problems, ip, meshed };
+    let ip = '';
+    let local: LocalPod | undefined;
+    const failed = (problems: string[]): PodEntry => {
+      previous?.handOverLogs(undefined, 'pod cannot run');
+      emit({ kind: 'pod-invalid', pod: key, problems });
+      return { key, fingerprint, pod: undefined, problems, ip, meshed };
+    };
+    try {
+      // The controller asked the same allocator (any manifest status.podIP was replaced).
+      ip = allocator.addressOf(pod.metadata.namespace, pod.metadata.name);
+      const planned = planPod(pod, ip, meshed, { dir, inheritedEnv });
+      if (!planned.ok) return failed(planned.problems);
+      const identity = meshed ? serviceAccountIdentity(cluster, pod.metadata.namespace, planned.plan.serviceAccount) : null;
+      local = new LocalPod(planned.plan, identity, deps(key));
+      seen.add(key);
+      // Before it starts, so that a follower misses none of its lines.
+      previous?.handOverLogs(local, 'pod recreated');
+      previous = undefined;
+      local.start();
+    } catch (e) {
+      if (local !== undefined) {
+        local.killNow();
+        local.handOverLogs(undefined, 'pod cannot run');
+        void local.appLog.close();
+        void local.proxyLog?.close();
+      }
+      return failed([`cannot start: ${errorMessage(e)}`]);
     }
-    const identity = meshed ? serviceAccountIdentity(cluster, pod.metadata.namespace, planned.plan.serviceAccount) : null;
-    const local = new LocalPod(planned.plan, identity, deps(key));
-    seen.add(key);
-    local.start();
     emit({ kind: 'pod-started', pod: key, ip, meshed });
     return { key, fingerprint, pod: local, ip, meshed };
   }
@@ -327,6 +368,9 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
     if (stopped) return;
     const want = desired();
     const stops: Promise<void>[] = [];
+    /** Stopped pods that start again (their definition changed), and pods that are gone. */
+    const replaced = new Map<string, LocalPod>();
+    const removed: LocalPod[] = [];
     for (const [key, entry] of pods) {
       const w = want.get(key);
       if (w !== undefined && fingerprintOf(w.pod, w.meshed) === entry.fingerprint) continue;
@@ -334,11 +378,17 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
       if (entry.pod !== undefined) {
         emit({ kind: 'pod-stopped', pod: key, why: w === undefined ? 'removed from the manifests' : 'its definition changed; restarting it' });
         stops.push(entry.pod.stop());
+        if (w === undefined) removed.push(entry.pod);
+        else replaced.set(key, entry.pod);
       }
     }
     await Promise.all(stops);
-    if (stopped) return;
-    for (const [key, w] of want) if (!pods.has(key)) pods.set(key, startPod(key, w.pod, w.meshed));
+    for (const p of removed) p.handOverLogs(undefined, 'pod removed from the manifests');
+    if (stopped) {
+      for (const p of replaced.values()) p.handOverLogs(undefined, 'ward up is stopping');
+      return;
+    }
+    for (const [key, w] of want) if (!pods.has(key)) pods.set(key, startPod(key, w.pod, w.meshed, replaced.get(key)));
   }
 
   // Pod changes run one at a time: the periodic reconcile and `ward restart`.
@@ -353,7 +403,8 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
   };
 
   function maybeSummary(force = false): void {
-    if (summaryDone || stopped) return;
+    // Pods become ready while the initial reconcile still starts others: count them all.
+    if (summaryDone || stopped || !initialDone) return;
     const entries = [...pods.values()];
     if (!force && !entries.every((e) => e.pod === undefined || e.pod.ready)) return;
     summaryDone = true;
@@ -428,40 +479,55 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
         await entry.pod.stop();
       }
       const w = desired().get(key);
-      if (w !== undefined && !stopped) pods.set(key, startPod(key, w.pod, w.meshed));
+      if (w !== undefined && !stopped) pods.set(key, startPod(key, w.pod, w.meshed, entry.pod));
+      else entry.pod?.handOverLogs(undefined, stopped ? 'ward up is stopping' : 'pod removed from the manifests');
       return true as const;
     });
   }
 
-  let api: LocalApiServer;
-  try {
-    api = await startLocalApi({ status, logs, restart });
-  } catch (e) {
-    await controller.close();
-    throw e;
-  }
-  const apiUrl = `http://127.0.0.1:${api.port}`;
-  const meshState: MeshState = { pid: process.pid, dir, stateDir, controller: controllerUrl, api: apiUrl, started: new Date().toISOString() };
-  writeMeshState(stateDir, meshState);
-
-  await serial(reconcile);
-  started = true;
-  if (pods.size === 0) maybeSummary(true);
-  // Pods that never get ready (unauthorized probes, crashing apps) must not hold the summary back for long.
-  const summaryTimer = setTimeout(() => maybeSummary(true), 20_000);
-  summaryTimer.unref();
-  const timer = setInterval(() => void serial(reconcile), opts.reconcileIntervalMs ?? 1000);
-  timer.unref();
-
-  let stopping: Promise<void> | undefined;
+  let timer: NodeJS.Timeout | undefined;
   const killNow = () => {
     stopped = true;
     clearInterval(timer);
     for (const e of pods.values()) e.pod?.killNow();
     removeMeshState(stateDir);
   };
-  // Whatever ends this process, no pod outlives it.
+  // Whatever ends this process, no pod outlives it: registered before any pod starts.
   process.once('exit', killNow);
+
+  const token = randomBytes(32).toString('base64url');
+  let api: LocalApiServer | undefined;
+  let apiUrl = '';
+  try {
+    api = await startLocalApi({ status, logs, restart }, { token });
+    apiUrl = `http://127.0.0.1:${api.port}`;
+    const meshState: MeshState = { pid: process.pid, dir, stateDir, controller: controllerUrl, api: apiUrl, token, started: new Date().toISOString() };
+    writeMeshState(stateDir, meshState);
+    await serial(reconcile);
+    started = true;
+    initialDone = true;
+    maybeSummary(pods.size === 0);
+  } catch (e) {
+    // Nothing of this mesh outlives a failed start: its pods, the API, the controller, mesh.json.
+    killNow();
+    process.off('exit', killNow);
+    const startedPods = [...pods.values()].flatMap((x) => (x.pod !== undefined ? [x.pod] : []));
+    for (const p of startedPods) p.handOverLogs(undefined, 'ward up failed to start');
+    await Promise.all(startedPods.flatMap((p) => [p.appLog.close(), ...(p.proxyLog !== undefined ? [p.proxyLog.close()] : [])]));
+    await api?.close();
+    await controller.close();
+    logger.flush();
+    await controllerLog.close();
+    throw e;
+  }
+  const runningApi = api;
+  // Pods that never get ready (unauthorized probes, crashing apps) must not hold the summary back for long.
+  const summaryTimer = setTimeout(() => maybeSummary(true), 20_000);
+  summaryTimer.unref();
+  timer = setInterval(() => void serial(reconcile), opts.reconcileIntervalMs ?? 1000);
+  timer.unref();
+
+  let stopping: Promise<void> | undefined;
   return {
     controllerUrl,
     apiUrl,
@@ -473,10 +539,12 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
         clearInterval(timer);
         clearTimeout(summaryTimer);
         emit({ kind: 'stopping' });
-        await Promise.all([...pods.values()].flatMap((e) => (e.pod !== undefined ? [e.pod.stop()] : [])));
+        const all = [...pods.values()].flatMap((e) => (e.pod !== undefined ? [e.pod] : []));
+        await Promise.all(all.map((p) => p.stop()));
+        for (const p of all) p.handOverLogs(undefined, 'ward up stopped');
         // A reconcile or restart under way stops what it touched itself.
         await queue;
-        await api.close();
+        await runningApi.close();
         await controller.close();
         logger.flush();
         await controllerLog.close();

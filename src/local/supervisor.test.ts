@@ -40,24 +40,26 @@ function supervise(name: string, script: string, extra: Partial<SupervisedOption
 }
 
 describe('Supervised', () => {
-  it('restarts a crashing process with doubling back-off (Always), logging every line', async () => {
+  it('restarts a crashing process at once, then with doubling back-off (Always), logging every line', async () => {
     const s = supervise('crash', "console.log('out line'); console.error('err line'); process.exit(3)");
     s.proc.start();
-    await until('four runs', () => s.starts.length >= 4);
+    await until('five runs', () => s.starts.length >= 5);
     await s.proc.stop(1000);
+    // The kubelet's: the first restart immediate, then 10 s, 20 s, … (here 100, 200, 400 ms).
     assert.deepEqual(
-      s.exits.slice(0, 3).map((e) => [e.code, e.restartInMs]),
+      s.exits.slice(0, 4).map((e) => [e.code, e.restartInMs]),
       [
+        [3, 0],
         [3, 100],
         [3, 200],
         [3, 400],
       ],
     );
-    for (let i = 1; i < 4; i++) {
+    for (let i = 2; i < 5; i++) {
       const gap = (s.starts[i] as number) - (s.exits[i - 1] as { at: number }).at;
       assert.ok(gap >= 90, `restart ${i} waited ${gap} ms`);
     }
-    assert.equal(s.proc.restarts, 3);
+    assert.equal(s.proc.restarts, 4);
     assert.deepEqual(s.exits[0]?.lastLines.slice().sort(), ['err line', 'out line']);
     await s.log.close();
     const text = readFileSync(s.log.path, 'utf8');
@@ -112,6 +114,24 @@ describe('Supervised', () => {
     await s.proc.stop(1000);
   });
 
+  it('a run the runtime killed (liveness) is restarted under OnFailure even when it exits 0, not under Never', async () => {
+    const script = "process.on('SIGTERM', () => process.exit(0)); console.log('up'); setInterval(() => {}, 1000)";
+    const onFailure = supervise('live-onfailure', script, { restartPolicy: 'OnFailure' });
+    onFailure.proc.start();
+    await until('running', () => onFailure.lines.includes('up'));
+    await onFailure.proc.kill(1000);
+    await until('restarted', () => onFailure.starts.length === 2);
+    assert.deepEqual([onFailure.exits[0]?.code, onFailure.exits[0]?.killed, onFailure.exits[0]?.restartInMs], [0, true, 0]);
+    await onFailure.proc.stop(1000);
+    const never = supervise('live-never', script, { restartPolicy: 'Never' });
+    never.proc.start();
+    await until('running', () => never.lines.includes('up'));
+    await never.proc.kill(1000);
+    await until('exit', () => never.exits.length === 1);
+    assert.equal(never.exits[0]?.restartInMs, undefined);
+    assert.equal(never.proc.state, 'stopped');
+  });
+
   it('a command that does not exist is reported and retried', async () => {
     const log = new LogFile(join(dir, 'missing.log'), true);
     const exits: ExitInfo[] = [];
@@ -120,7 +140,7 @@ describe('Supervised', () => {
     await until('two failures', () => exits.length >= 2);
     await proc.stop(100);
     assert.match(exits[0]?.error ?? '', /ENOENT/);
-    assert.equal(exits[0]?.restartInMs, 50);
+    assert.deepEqual([exits[0]?.restartInMs, exits[1]?.restartInMs], [0, 50]);
     assert.match(exits[0]?.lastLines.join('\n') ?? '', /cannot start ward-no-such-command/);
   });
 

@@ -2,7 +2,9 @@
  * Supervised processes: each runs in its own process group (so a stop reaches whatever it
  * started too), its stdout and stderr go line by line to a log file, to a ring buffer of recent
  * lines and to subscribers; when it ends it is restarted per the pod's `restartPolicy` with the
- * kubelet's back-off (10 s doubling to 5 min, reset after 10 min of running).
+ * kubelet's back-off: the first restart at once, then 10 s doubling to 5 min; reset after 10 min
+ * of running. A run the runtime ended (a failed liveness probe) is restarted unless the policy is
+ * `Never`, whatever its exit code.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createWriteStream, mkdirSync, type WriteStream } from 'node:fs';
@@ -15,11 +17,25 @@ export type RestartPolicy = 'Always' | 'OnFailure' | 'Never';
 /** Longest line kept whole; longer output is cut into lines of this size. */
 const MAX_LINE = 64 * 1024;
 
-/** An append-only log file shared by the processes of a pod (`app.log`, `proxy.log`), with live subscribers. */
+/** A reader of a {@link LogFile}'s new lines (`ward logs -f`). */
+export interface LogSubscriber {
+  /** A line written to the file. */
+  line(line: string): void;
+  /** The pod was recreated: the lines that follow are the new pod's (`text` says so, for people). */
+  notice?(text: string): void;
+  /** No more lines will come (the pod is gone); `text` says why. */
+  end?(text: string): void;
+}
+
+/**
+ * An append-only log file shared by the processes of a pod (`app.log`, `proxy.log`), with live
+ * subscribers. Closing the file keeps its subscribers: when the pod is recreated they are handed
+ * over to the new pod's file ({@link LogFile.handOver}), else ended.
+ */
 export class LogFile {
   readonly path: string;
   #out: WriteStream;
-  readonly #subscribers = new Set<(line: string) => void>();
+  readonly #subscribers = new Set<{ readonly s: LogSubscriber; owner: LogFile }>();
 
   /** Opens `path`, truncating it when `truncate` (each `ward up` starts a pod's logs afresh). */
   constructor(path: string, truncate: boolean) {
@@ -34,19 +50,40 @@ export class LogFile {
   /** Appends one line (without its newline) and hands it to subscribers. */
   write(line: string): void {
     this.#out.write(`${line}\n`);
-    for (const s of this.#subscribers) s(line);
+    for (const e of this.#subscribers) e.s.line(line);
   }
 
-  /** Calls `fn` for every line written from now on; returns the unsubscribe function. */
-  subscribe(fn: (line: string) => void): () => void {
-    this.#subscribers.add(fn);
-    return () => this.#subscribers.delete(fn);
+  /** Hands every line written from now on to `s` (a function: lines only); returns the unsubscribe function. */
+  subscribe(s: LogSubscriber | ((line: string) => void)): () => void {
+    // The entry follows hand-overs, so unsubscribing reaches whichever file has it then.
+    const entry = { s: typeof s === 'function' ? { line: s } : s, owner: this as LogFile };
+    this.#subscribers.add(entry);
+    return () => {
+      entry.owner.#subscribers.delete(entry);
+    };
   }
 
-  /** Flushes and closes the file. */
+  /** Flushes and closes the file (subscribers stay until {@link handOver} or {@link endSubscribers}). */
   close(): Promise<void> {
-    this.#subscribers.clear();
     return new Promise((resolve) => this.#out.end(() => resolve()));
+  }
+
+  /** Moves the subscribers to `next` (the recreated pod's file), telling each with `notice`. */
+  handOver(next: LogFile, text: string): void {
+    const all = [...this.#subscribers];
+    this.#subscribers.clear();
+    for (const e of all) {
+      e.owner = next;
+      next.#subscribers.add(e);
+      e.s.notice?.(text);
+    }
+  }
+
+  /** Ends every subscriber (no more lines will come), telling why. */
+  endSubscribers(text: string): void {
+    const all = [...this.#subscribers];
+    this.#subscribers.clear();
+    for (const e of all) e.s.end?.(text);
   }
 }
 
@@ -75,7 +112,7 @@ export interface SupervisedOptions {
   /** Prepended to each log line (e.g. `[web] ` in a pod of several containers). */
   readonly linePrefix?: string;
   readonly restartPolicy?: RestartPolicy;
-  /** Back-off between restarts (default 10 s doubling to 300 s). */
+  /** Back-off between restarts after the first, immediate one (default 10 s doubling to 300 s). */
   readonly backoff?: { readonly minMs: number; readonly maxMs: number };
   /** A run this long resets the back-off (default 10 min). */
   readonly stableMs?: number;
@@ -100,6 +137,8 @@ export class Supervised {
   #pgid: number | undefined;
   #state: SupervisedState = 'idle';
   #restarts = 0;
+  /** Restarts since the back-off was last reset (the first is immediate). */
+  #crashes = 0;
   #startedAt = 0;
   #timer: NodeJS.Timeout | undefined;
   #killing = false;
@@ -295,9 +334,14 @@ export class Supervised {
     this.#pgid = undefined;
     const stopping = this.#state === 'stopped';
     const policy = this.#opts.restartPolicy ?? 'Always';
-    const restart = !stopping && (policy === 'Always' || (policy === 'OnFailure' && code !== 0));
-    if (Date.now() - this.#startedAt >= (this.#opts.stableMs ?? 600_000)) this.#backoff.reset();
-    const delay = restart ? this.#backoff.next() : undefined;
+    // The kubelet restarts a container it killed for a failed liveness probe unless the policy is Never.
+    const restart = !stopping && (policy === 'Always' || (policy === 'OnFailure' && (code !== 0 || this.#killing)));
+    if (Date.now() - this.#startedAt >= (this.#opts.stableMs ?? 600_000)) {
+      this.#backoff.reset();
+      this.#crashes = 0;
+    }
+    // As the kubelet: the first restart at once, then the back-off (10 s, 20 s, … 5 min).
+    const delay = restart ? (this.#crashes++ === 0 ? 0 : this.#backoff.next()) : undefined;
     const info: ExitInfo = { code, signal, error, lastLines: this.lastLines(), restartInMs: delay, killed: this.#killing };
     this.#lastExit = info;
     if (!stopping) this.#state = restart ? 'waiting' : 'stopped';

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { MeshError } from '../shared/index.js';
 import { TempDirs, within } from './identity-test-helpers.js';
-import { loadOriginalDst, ORIGINAL_DST_ADDON_PATH, OriginalDstAddonError, type OriginalDstReader, socketFd } from './original-dst.js';
+import { loadOriginalDst, ORIGINAL_DST_ADDON_PATH, OriginalDstAddonError, type OriginalDstReader, originalDstAddonPath, socketFd } from './original-dst.js';
 
 const HOST = '127.0.0.1';
 const dirs = new TempDirs();
@@ -126,5 +126,14 @@ describe('OriginalDstReader', () => {
     // No NAT entry → ENOENT → the fallback. (In a namespace where NAT is active, conntrack keeps an
     // identity entry instead: the same address, reported as redirected; so `redirected` is not asserted.)
     assert.deepEqual({ address: r.value.address, port: r.value.port }, { address: HOST, port: s.localPort });
+  });
+});
+
+describe('originalDstAddonPath', () => {
+  it('is a file path, decoded (a checkout under a directory with a space)', () => {
+    assert.equal(
+      originalDstAddonPath('file:///home/me/my%20projects/ward/src/proxy/original-dst.ts'),
+      '/home/me/my projects/ward/native/build/Release/so_original_dst.node',
+    );
   });
 });

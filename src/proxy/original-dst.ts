@@ -13,10 +13,16 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
+import { fileURLToPath } from 'node:url';
 import { errorMessage, MeshError } from '../shared/index.js';
 
+/** The path of the native addon for a module at `moduleUrl` in `src/proxy` or `dist/proxy` (a file path: spaces stay spaces). */
+export function originalDstAddonPath(moduleUrl: string): string {
+  return fileURLToPath(new URL('../../native/build/Release/so_original_dst.node', moduleUrl));
+}
+
 /** Where the native addon is built, relative to this file both in `src/proxy` and in `dist/proxy`. */
-export const ORIGINAL_DST_ADDON_PATH = new URL('../../native/build/Release/so_original_dst.node', import.meta.url).pathname;
+export const ORIGINAL_DST_ADDON_PATH = originalDstAddonPath(import.meta.url);
 
 /** The original destination of a connection. */
 export interface OriginalDst {

@@ -123,3 +123,35 @@ describe('controller hooks for the local runtime', () => {
     assert.equal(asked.at(-1), 'app/web-0');
   });
 });
+
+describe('controller hook replacePodAddresses (ward up)', () => {
+  it("asks for every pod's address, replacing a manifest's status.podIP", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ward-local-hooks-replace-'));
+    const manifests = join(dir, 'manifests');
+    mkdirSync(manifests);
+    writeFileSync(join(manifests, 'ns.yaml'), ns(undefined));
+    writeFileSync(join(manifests, 'pods.yaml'), PODS);
+    assert.ok((await initIdentity({ outDir: join(dir, 'identity') })).ok);
+    const asked: string[] = [];
+    const ctl = await startController({
+      manifestsDir: manifests,
+      identityDir: join(dir, 'identity'),
+      cluster: clusterConfig({}),
+      listen: LISTEN,
+      grpcPlaintext: true,
+      podAddress: (namespace, name) => {
+        asked.push(`${namespace}/${name}`);
+        return `127.20.0.${asked.length}`;
+      },
+      replacePodAddresses: true,
+    });
+    try {
+      assert.deepEqual(asked, ['app/api', 'app/fixed', 'app/web-0', 'app/web-1']);
+      const ips = Object.fromEntries(ctl.index.pods().map((p) => [p.name, p.pod.status?.podIP]));
+      assert.deepEqual(ips, { api: '127.20.0.1', fixed: '127.20.0.2', 'web-0': '127.20.0.3', 'web-1': '127.20.0.4' });
+    } finally {
+      await ctl.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

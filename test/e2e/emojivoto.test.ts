@@ -155,10 +155,12 @@ let dir: string;
 let state: string;
 let up: WardProcess | undefined;
 let api: string;
+let token: string;
 
 /** The local API's status (faster than spawning `ward status` in polling loops). */
 async function status(): Promise<StatusJson> {
-  return (await (await fetch(`${api}/api/v1/local/status`, { signal: AbortSignal.timeout(5000) })).json()) as StatusJson;
+  const res = await fetch(`${api}/api/v1/local/status`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(5000) });
+  return (await res.json()) as StatusJson;
 }
 
 /** `ward status -o json`, as a user runs it. */
@@ -209,7 +211,7 @@ describe('ward up examples/emojivoto', { timeout: 120_000 }, () => {
     state = join(work, 'state');
     copyExample(dir);
     up = wardSpawn(['up', dir, '--state-dir', state, ...upControllerFlags(), '--first-pod-ip', FIRST_IP, '--probe-period-scale', '0.5']);
-    api = await localMeshApi(up, state);
+    ({ api, token } = await localMeshApi(up, state));
   });
 
   after(async () => {

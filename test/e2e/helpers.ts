@@ -191,19 +191,19 @@ export function upControllerFlags(host = '127.0.0.1'): string[] {
 
 /**
  * Waits for the `mesh.json` a `ward up` writes into `stateDir` (failing early if `up` exits) and
- * returns its local API URL.
+ * returns its local API URL and bearer token.
  */
-export async function localMeshApi(up: WardProcess, stateDir: string, timeoutMs = 30_000): Promise<string> {
+export async function localMeshApi(up: WardProcess, stateDir: string, timeoutMs = 30_000): Promise<{ readonly api: string; readonly token: string }> {
   const file = join(stateDir, 'mesh.json');
   const mesh = await waitFor(
     `mesh.json (ward up output so far: ${up.stdout()}${up.stderr()})`,
     () => {
       if (up.child.exitCode !== null) throw new Error(`ward up exited with ${up.child.exitCode}: ${up.stdout()}${up.stderr()}`);
-      return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as { api: string }) : undefined;
+      return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as { api: string; token: string }) : undefined;
     },
     timeoutMs,
   );
-  return mesh.api;
+  return { api: mesh.api, token: mesh.token };
 }
 
 /**

@@ -17,7 +17,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { type WardProcess, waitFor, wardSpawn, wardSync } from './helpers.js';
+import { processesMentioning, type WardProcess, waitFor, wardSpawn, wardSync } from './helpers.js';
 
 const TD = 'cluster.local';
 const idOf = (ns: string, sa: string) => `${sa}.${ns}.serviceaccount.identity.linkerd.${TD}`;
@@ -217,10 +217,12 @@ let dir: string;
 let state: string;
 let up: WardProcess;
 let api: string;
+let token: string;
 
 /** The local API's status (faster than spawning `ward status` in polling loops). */
 async function status(): Promise<StatusJson> {
-  return (await (await fetch(`${api}/api/v1/local/status`, { signal: AbortSignal.timeout(5000) })).json()) as StatusJson;
+  const res = await fetch(`${api}/api/v1/local/status`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(5000) });
+  return (await res.json()) as StatusJson;
 }
 
 async function pod(ns: string, name: string): Promise<PodJson> {
@@ -288,11 +290,14 @@ describe('ward up', { timeout: 180_000 }, () => {
       `mesh.json (ward up output so far: ${up.stdout()}${up.stderr()})`,
       () => {
         if (up.child.exitCode !== null) throw new Error(`ward up exited with ${up.child.exitCode}: ${up.stdout()}${up.stderr()}`);
-        return existsSync(join(state, 'mesh.json')) ? (JSON.parse(readFileSync(join(state, 'mesh.json'), 'utf8')) as { api: string }) : undefined;
+        return existsSync(join(state, 'mesh.json'))
+          ? (JSON.parse(readFileSync(join(state, 'mesh.json'), 'utf8')) as { api: string; token: string })
+          : undefined;
       },
       30_000,
     );
     api = mesh.api;
+    token = mesh.token;
   });
 
   after(async () => {
@@ -497,6 +502,107 @@ spec:
     });
     const s = wardSync(['status', '--state-dir', state]);
     assert.deepEqual([s.status, s.stderr], [2, 'error: no local mesh is running (start one with `ward up DIR`)\n']);
+  });
+});
+
+/** True while `pid` runs (a zombie does not: it waits for a parent that may never reap it). */
+function runs(pid: number): boolean {
+  try {
+    return !readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z');
+  } catch {
+    return false;
+  }
+}
+
+describe('ward up after a ward up that could not clean up, and on SIGHUP or SIGQUIT', { timeout: 120_000 }, () => {
+  let work2: string;
+  const procs: WardProcess[] = [];
+  after(async () => {
+    for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) await p.stop(3000);
+    // A failed assertion may leave the pod of the SIGKILLed ward up: end it.
+    for (const { pid } of processesMentioning([join(work2, 'state')])) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // gone already
+      }
+    }
+    rmSync(work2, { recursive: true, force: true });
+  });
+
+  it('a later ward up ends the pods a SIGKILLed one left running; SIGHUP (the terminal closed) and SIGQUIT stop every pod', async () => {
+    work2 = mkdtempSync(join(tmpdir(), 'ward-up-crash-'));
+    const dir2 = join(work2, 'mesh');
+    const state2 = join(work2, 'state');
+    mkdirSync(dir2);
+    writeFileSync(
+      join(dir2, 'pod.yaml'),
+      `apiVersion: v1
+kind: Pod
+metadata: {name: lone, namespace: default}
+spec:
+  containers: [{name: main, command: [node, -e, "setInterval(() => {}, 1000)"]}]
+`,
+    );
+    const any = '127.0.0.1:0';
+    const start = () => {
+      const p = wardSpawn([
+        'up',
+        dir2,
+        '--state-dir',
+        state2,
+        '--policy-addr',
+        any,
+        '--identity-addr',
+        any,
+        '--destination-addr',
+        any,
+        '--admin-addr',
+        any,
+        '--first-pod-ip',
+        '127.20.201.1',
+      ]);
+      procs.push(p);
+      return p;
+    };
+    /** The pod's pid, once the mesh of `p` runs it. */
+    const podPid = (p: WardProcess) =>
+      waitFor(
+        `the pod of ward up ${p.child.pid} (${p.stdout()}${p.stderr()})`,
+        async () => {
+          if (p.child.exitCode !== null) throw new Error(`ward up exited with ${p.child.exitCode}: ${p.stdout()}${p.stderr()}`);
+          if (!existsSync(join(state2, 'mesh.json'))) return undefined;
+          const m = JSON.parse(readFileSync(join(state2, 'mesh.json'), 'utf8')) as { pid: number; api: string; token: string };
+          if (m.pid !== p.child.pid) return undefined;
+          const res = await fetch(`${m.api}/api/v1/local/status`, { headers: { authorization: `Bearer ${m.token}` } });
+          return ((await res.json()) as StatusJson).pods[0]?.containers[0]?.pid;
+        },
+        30_000,
+        100,
+      );
+
+    const first = start();
+    const orphan = await podPid(first);
+    first.child.kill('SIGKILL');
+    await first.exited;
+    await new Promise((r) => setTimeout(r, 200));
+    assert.ok(runs(orphan), 'the pod outlives a SIGKILLed ward up (its own process group)');
+
+    const second = start();
+    const pod2 = await podPid(second);
+    assert.ok(!runs(orphan), 'the pod left behind was killed');
+    assert.match(second.stdout(), /killed 1 process groups left running by an earlier ward up from /);
+    second.child.kill('SIGHUP');
+    assert.equal(await second.exited, 0, second.stderr());
+    assert.equal(runs(pod2), false, 'SIGHUP stopped the pod');
+    assert.equal(existsSync(join(state2, 'mesh.json')), false);
+
+    const third = start();
+    const pod3 = await podPid(third);
+    assert.doesNotMatch(third.stdout(), /left running/, 'a clean stop leaves nothing to kill');
+    third.child.kill('SIGQUIT');
+    assert.equal(await third.exited, 0, third.stderr());
+    assert.equal(runs(pod3), false, 'SIGQUIT stopped the pod');
   });
 });
 

@@ -36,7 +36,7 @@ export function registerLogsCommand(program: Command, io: CliIo, result: { statu
 export async function runLogs(podText: string, flags: LogsFlags, io: CliIo, signals: AbortSignal | undefined): Promise<number> {
   const pod = parsePodRef(podText, flags.namespace);
   if (flags.tail !== undefined && !/^\d+$/.test(flags.tail)) throw new UsageError(`--tail "${flags.tail}" is not a line count`);
-  const mesh = requireLocalMesh(flags.stateDir);
+  const mesh = await requireLocalMesh(flags.stateDir);
   const q = new URLSearchParams({ container: flags.container });
   if (flags.tail !== undefined) q.set('tail', flags.tail);
   if (flags.follow === true) q.set('follow', '1');

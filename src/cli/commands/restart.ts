@@ -17,7 +17,7 @@ export function registerRestartCommand(program: Command, io: CliIo, result: { st
     .option('--state-dir <dir>', 'state directory of the mesh (default as for `ward up`)')
     .action(async (pod, opts) => {
       const ref = parsePodRef(pod, opts.namespace);
-      const mesh = requireLocalMesh(opts.stateDir);
+      const mesh = await requireLocalMesh(opts.stateDir);
       await callLocalApi(mesh, `/api/v1/local/restart/${encodeURIComponent(ref.namespace)}/${encodeURIComponent(ref.name)}`, { method: 'POST' });
       io.out(`pod ${ref.namespace}/${ref.name} restarted\n`);
       result.status = EXIT.ok;

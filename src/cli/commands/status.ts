@@ -25,7 +25,7 @@ export function registerStatusCommand(program: Command, io: CliIo, result: { sta
 
 /** Runs `ward status`. */
 export async function runStatus(flags: { output: string; stateDir?: string }, io: CliIo): Promise<number> {
-  const mesh = requireLocalMesh(flags.stateDir);
+  const mesh = await requireLocalMesh(flags.stateDir);
   const res = await callLocalApi(mesh, '/api/v1/local/status');
   const status = (await res.json()) as LocalStatus;
   if (flags.output === 'json') {

@@ -1,9 +1,10 @@
 /**
  * `ward up DIR`: runs the mesh of DIR on this machine (see src/local) until Ctrl-C. DIR is
  * checked first like `ward check` does, plus what local mode needs (a command in every
- * container); errors stop it before anything starts (exit 2). Ctrl-C (SIGINT) or SIGTERM stops
- * every pod (SIGTERM, SIGKILL after 3 s), the controller, and removes the state's `mesh.json`;
- * a second Ctrl-C kills everything at once.
+ * container); errors stop it before anything starts (exit 2). Ctrl-C (SIGINT), SIGTERM, SIGHUP
+ * (the terminal closed) or SIGQUIT stops every pod (SIGTERM, SIGKILL after 3 s), the controller,
+ * and removes the state's `mesh.json`; a second one kills everything at once. (The pods run in
+ * process groups of their own, so no signal of the terminal reaches them but through ward up.)
  */
 import { statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -66,7 +67,7 @@ export function registerUpCommand(program: Command, io: CliIo, result: { status:
     .option('--admin-addr <host:port>', "the controller's admin and JSON API (default 127.0.0.1:9990)")
     .addOption(new Option('--first-pod-ip <ip>', 'first pod address handed out (testing; default 127.20.0.1)').hideHelp())
     .addOption(new Option('--probe-period-scale <factor>', "multiplies probes' initial delays and periods (testing)").hideHelp())
-    .addOption(new Option('--restart-backoff-ms <ms>', 'first restart delay of a container (testing; default 10000)').hideHelp())
+    .addOption(new Option('--restart-backoff-ms <ms>', 'restart delay of a container after its first, immediate restart (testing; default 10000)').hideHelp())
     .action(async (dir, opts) => {
       result.status = await runUp(dir, opts as UpFlags, io, signals);
     });
@@ -149,6 +150,9 @@ function renderEvent(e: LocalEvent, io: CliIo): void {
   }
 }
 
+/** The signals that stop `ward up` (SIGHUP: its terminal closed; the pods would not hear of it). */
+const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'];
+
 /** Runs `ward up` until stopped. */
 export async function runUp(dir: string, flags: UpFlags, io: CliIo, signals: AbortSignal | undefined): Promise<number> {
   try {
@@ -210,9 +214,11 @@ export async function runUp(dir: string, flags: UpFlags, io: CliIo, signals: Abo
   }
   // First Ctrl-C: stop gracefully. Second: kill everything now.
   let interrupted = 0;
-  let onSignal: () => void = () => {};
+  let onSignal: (signal: NodeJS.Signals) => void = () => {};
   const stopped = new Promise<void>((resolve) => {
-    onSignal = () => {
+    onSignal = (signal) => {
+      // The terminal is gone: writing to it fails (EIO), which must not cut the stop short.
+      if (signal === 'SIGHUP') for (const s of [process.stdout, process.stderr]) s.on('error', () => {});
       interrupted++;
       if (interrupted === 1) {
         resolve();
@@ -223,12 +229,10 @@ export async function runUp(dir: string, flags: UpFlags, io: CliIo, signals: Abo
       process.exit(130);
     };
   });
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+  for (const s of STOP_SIGNALS) process.on(s, onSignal);
   await stopped;
   await mesh.stop();
-  process.off('SIGINT', onSignal);
-  process.off('SIGTERM', onSignal);
+  for (const s of STOP_SIGNALS) process.off(s, onSignal);
   io.out(`${clock(p)} stopped\n`);
   return EXIT.ok;
 }
