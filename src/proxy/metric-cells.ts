@@ -118,6 +118,17 @@ class CellHistogramMetric extends Histogram<string> {
   }
 }
 
+/** The cell of `labels` in `cells`, created at 0 on first use. */
+function valueCell(cells: Map<string, ValueCell>, labels: Labels): ValueCell {
+  const key = keyOf(labels);
+  let c = cells.get(key);
+  if (c === undefined) {
+    c = { labels, value: 0 };
+    cells.set(key, c);
+  }
+  return c;
+}
+
 /** A counter of cells; {@link cell} is for series resolution, not for every event. */
 export class CellCounter {
   readonly #cells = new Map<string, ValueCell>();
@@ -129,13 +140,7 @@ export class CellCounter {
 
   /** The cell of these label values, created at 0 on first use. */
   cell(labels: Labels): ValueCell {
-    const key = keyOf(labels);
-    let c = this.#cells.get(key);
-    if (c === undefined) {
-      c = { labels, value: 0 };
-      this.#cells.set(key, c);
-    }
-    return c;
+    return valueCell(this.#cells, labels);
   }
 }
 
@@ -150,13 +155,7 @@ export class CellGauge {
 
   /** The cell of these label values, created at 0 on first use. */
   cell(labels: Labels): ValueCell {
-    const key = keyOf(labels);
-    let c = this.#cells.get(key);
-    if (c === undefined) {
-      c = { labels, value: 0 };
-      this.#cells.set(key, c);
-    }
-    return c;
+    return valueCell(this.#cells, labels);
   }
 }
 
