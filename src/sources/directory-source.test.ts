@@ -10,7 +10,7 @@ import { type InboundServer, parseCidr } from '../core/index.js';
 import { type ClusterConfig, PolicyIndex } from '../index/index.js';
 import { admitDocuments, dedupeResources, loadManifests, namespacesOf, podsOf, type Resource, type ResourceKey } from '../manifest/index.js';
 import { createLogger } from '../shared/index.js';
-import { type ChangeSummary, DirectorySource, type DirectorySourceOptions, type SourceSink } from './directory-source.js';
+import { type ChangeSummary, DirectorySource, type DirectorySourceOptions, EMPTY_FILE_GRACE_MS, type SourceSink } from './directory-source.js';
 
 // === fixtures ===
 
@@ -241,6 +241,29 @@ describe('DirectorySource', () => {
       h.source.status().map((s) => s.file),
       [join(h.dir, 'ns.yaml'), join(h.dir, 'web.yaml')],
     );
+  });
+
+  it('gives a file that turned empty a grace period: a slow truncate-then-write never withdraws its objects', async () => {
+    const h = await startSource({ 'ns.yaml': NAMESPACE(), 'web.yaml': DEPLOYMENT(), 'server.yaml': SERVER() });
+    assert.equal(h.policy('web-0')?.meta.name, 'web-http');
+    const seen: string[] = [];
+    const poll = setInterval(() => seen.push(h.policy('web-0')?.meta.kind ?? 'none'), 5);
+    try {
+      // An editor (or a busy machine) that truncates, then writes well after the debounce.
+      writeFileSync(join(h.dir, 'server.yaml'), '');
+      await sleep(150);
+      writeFileSync(join(h.dir, 'server.yaml'), SERVER());
+      await sleep(EMPTY_FILE_GRACE_MS + 200);
+    } finally {
+      clearInterval(poll);
+    }
+    assert.ok(seen.length > 20);
+    assert.deepEqual([...new Set(seen)], ['server'], 'the Server was withdrawn while its file was being rewritten');
+    // A file that stays empty really was emptied.
+    writeFileSync(join(h.dir, 'server.yaml'), '');
+    const t0 = Date.now();
+    await waitFor(() => h.policy('web-0')?.meta.kind === 'default', 5000, 'the Server to go');
+    assert.ok(Date.now() - t0 >= EMPTY_FILE_GRACE_MS - 50, `withdrawn after ${Date.now() - t0} ms`);
   });
 
   it('keeps the last good policy through a YAML syntax error, reports it with file:line:col, and applies the fix', async () => {

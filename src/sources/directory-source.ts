@@ -34,7 +34,7 @@ import {
   statSync,
   watch,
 } from 'node:fs';
-import { join, resolve, sep } from 'node:path';
+import { join, relative, resolve, sep } from 'node:path';
 import { type Diagnostic, deepEqual, diagnostic } from '../core/index.js';
 import {
   admitDocuments,
@@ -116,6 +116,9 @@ export interface DirectorySourceOptions {
   /** Called after each batch that read or removed files (and after the initial load). */
   readonly onChange?: (summary: ChangeSummary) => void;
 }
+
+/** How long a file that turned empty is given to get its new content before it counts as emptied. */
+export const EMPTY_FILE_GRACE_MS = 300;
 
 // === internal state ===
 
@@ -233,6 +236,9 @@ export class DirectorySource {
   #sinkFailed = false;
   #restartTimer: NodeJS.Timeout | undefined;
   #settleTimer: NodeJS.Timeout | undefined;
+  /** Files that turned empty, with when that was first seen (see {@link EMPTY_FILE_GRACE_MS}). */
+  readonly #emptySince = new Map<string, number>();
+  #emptyTimer: NodeJS.Timeout | undefined;
   readonly #restartBackoff = new Backoff({ minMs: 200, maxMs: 30_000 });
   #watcher: FSWatcher | undefined;
   #watcherStartedAt = 0;
@@ -305,7 +311,7 @@ export class DirectorySource {
   stop(): void {
     this.#stopped = true;
     this.#closeWatcher();
-    for (const t of [this.#debounceTimer, this.#restartTimer, this.#settleTimer]) if (t !== undefined) clearTimeout(t);
+    for (const t of [this.#debounceTimer, this.#restartTimer, this.#settleTimer, this.#emptyTimer]) if (t !== undefined) clearTimeout(t);
     if (this.#rescanTimer !== undefined) clearInterval(this.#rescanTimer);
     this.#debounceTimer = undefined;
     this.#restartTimer = undefined;
@@ -643,14 +649,42 @@ export class DirectorySource {
     this.#scheduleWatchRestart();
   }
 
+  /** Looks at the files that turned empty again once their grace period is over. */
+  #recheckEmptyLater(): void {
+    if (this.#emptyTimer !== undefined || this.#stopped) return;
+    this.#emptyTimer = setTimeout(() => {
+      this.#emptyTimer = undefined;
+      if (this.#stopped) return;
+      for (const file of this.#emptySince.keys()) this.#pending.paths.add(relative(this.#dir, file));
+      this.#pending.startedAtMs ??= Date.now();
+      this.#flush();
+    }, EMPTY_FILE_GRACE_MS + 10);
+    this.#emptyTimer.unref();
+  }
+
   /**
    * Reads and processes one file. 'same' when its content did not change, 'removed' when it is
    * gone (or became a directory), 'changed' when its objects or status may have changed.
    */
   #load(file: string, fingerprint: string, now: number): 'same' | 'removed' | 'changed' {
     const read = this.#read(file);
-    if (!read.ok && read.missing) return 'removed';
+    if (!read.ok && read.missing) {
+      this.#emptySince.delete(file);
+      return 'removed';
+    }
     const prev = this.#files.get(file);
+    // A file that defined objects and is now empty is most often being rewritten (truncate, then
+    // write): applying the empty version would withdraw its policy for a moment. Wait a little
+    // for the content; a file still empty after the grace period really was emptied.
+    if (read.ok && read.text.trim() === '' && prev !== undefined && prev.defs.size > 0) {
+      const since = this.#emptySince.get(file);
+      if (since === undefined || now - since < EMPTY_FILE_GRACE_MS) {
+        if (since === undefined) this.#emptySince.set(file, now);
+        this.#recheckEmptyLater();
+        return 'same';
+      }
+    }
+    this.#emptySince.delete(file);
     const version = read.ok ? `sha256:${read.hash}` : `error:${read.detail}`;
     if (prev !== undefined && prev.version === version) {
       prev.fingerprint = fingerprint;
