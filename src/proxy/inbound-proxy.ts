@@ -353,7 +353,8 @@ export class InboundProxy {
   #bind(host: string, port: number, direct: boolean, policyPort: number | undefined): Promise<number> {
     // Half-open: a client's FIN must reach the application without closing the reply direction.
     // Paused: no byte may be read before detection takes over.
-    const server = createServer({ allowHalfOpen: true, pauseOnConnect: true });
+    // No Nagle: a proxy relays small frames (h2 HEADERS, DATA, trailers) that must not wait for ACKs.
+    const server = createServer({ allowHalfOpen: true, pauseOnConnect: true, noDelay: true });
     this.#servers.push(server);
     return new Promise<number>((resolve, reject) => {
       server.once('error', reject);

@@ -392,8 +392,10 @@ export class OutboundConnector {
         host: endpoint.ip,
         port,
         allowHalfOpen,
+        noDelay: true,
         ...this.#bindFor(endpoint.ip),
       } as ConnectionOptions);
+      socket.setNoDelay(true);
       this.#track(socket);
       let tcpConnected = false;
       const fail = (e: OutboundConnectError): void => {
@@ -445,7 +447,7 @@ export class OutboundConnector {
   #dialPlain(endpoint: DestinationEndpoint, allowHalfOpen: boolean): Promise<Socket> {
     const address = hostPort(endpoint.ip, endpoint.port);
     return new Promise<Socket>((resolve, reject) => {
-      const socket = connectTcp({ host: endpoint.ip, port: endpoint.port, allowHalfOpen, ...this.#bindFor(endpoint.ip) });
+      const socket = connectTcp({ host: endpoint.ip, port: endpoint.port, allowHalfOpen, noDelay: true, ...this.#bindFor(endpoint.ip) });
       this.#track(socket);
       const fail = (e: OutboundConnectError): void => {
         socket.off('connect', onConnect);

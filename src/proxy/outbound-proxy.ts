@@ -297,7 +297,7 @@ export class OutboundProxy {
     if (this.#state !== 'new') throw new MeshError('ERR_OUTBOUND_STATE', `outbound proxy cannot start: it is ${this.#state}`);
     this.#state = 'started';
     // Paused: detection reads the first bytes. Half-open: a tunnel relays each direction's FIN.
-    const server = createServer({ allowHalfOpen: true, pauseOnConnect: true });
+    const server = createServer({ allowHalfOpen: true, pauseOnConnect: true, noDelay: true });
     this.#server = server;
     const { host, port } = this.#listen;
     try {
