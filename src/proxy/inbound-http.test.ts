@@ -30,8 +30,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { type ConnectionOptions, connect as tlsConnect } from 'node:tls';
 import {
   type Authorization,
-  type CompiledServer,
-  compileServer,
   defaultMeta,
   type GrpcRoute,
   type HttpRoute,
@@ -43,7 +41,7 @@ import {
 import { createLogger } from '../shared/index.js';
 import { mkTestMesh, TempDirs, type TestMesh, waitFor, within } from './identity-test-helpers.js';
 import { InboundProxy } from './inbound-proxy.js';
-import type { PolicyListener } from './policy-watch.js';
+import { FakePolicies } from './policy-test-helpers.js';
 import { MeshTlsContext, TRANSPORT_HEADER_ALPN } from './tls-context.js';
 import { encodeTransportHeader } from './transport-header.js';
 
@@ -106,22 +104,6 @@ const grpcServer = (serverAuthz: Authorization[] = []): InboundServer =>
     },
     serverAuthz,
   );
-
-class FakePolicies {
-  readonly #servers = new Map<number, CompiledServer>();
-  set(port: number, server: InboundServer): void {
-    this.#servers.set(port, compileServer(server));
-  }
-  clear(): void {
-    this.#servers.clear();
-  }
-  current(port: number): CompiledServer | undefined {
-    return this.#servers.get(port);
-  }
-  subscribe(_port: number, _listener: PolicyListener): () => void {
-    return () => {};
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // The applications

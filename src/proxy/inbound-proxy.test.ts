@@ -11,21 +11,13 @@ import { type AddressInfo, createServer, connect as netConnect, type Server, typ
 import { after, afterEach, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type ConnectionOptions, type TLSSocket, connect as tlsConnect } from 'node:tls';
-import {
-  type Authorization,
-  type ClientAuthentication,
-  type CompiledServer,
-  compileServer,
-  type InboundServer,
-  type Network,
-  type ProxyProtocol,
-} from '../core/index.js';
+import type { Authorization, ClientAuthentication, InboundServer, Network, ProxyProtocol } from '../core/index.js';
 import type { WorkloadCertificate } from '../identity/index.js';
 import { HTTP2_PREFACE } from './detect-http.js';
 import { mkTestMesh, TempDirs, type TestMesh, waitFor, within } from './identity-test-helpers.js';
 import { type InboundHttpConnection, InboundProxy, type InboundProxyOptions } from './inbound-proxy.js';
 import type { InboundErrorReason, InboundStats } from './inbound-stats.js';
-import type { PolicyListener } from './policy-watch.js';
+import { FakePolicies } from './policy-test-helpers.js';
 import { MeshTlsContext, meshClientOptions, TRANSPORT_HEADER_ALPN } from './tls-context.js';
 import { encodeTransportHeader } from './transport-header.js';
 
@@ -59,44 +51,6 @@ const detect = (timeoutMs = DETECT_MS): ProxyProtocol => ({ kind: 'detect', time
 
 function mkServer(protocol: ProxyProtocol, authorizations: readonly Authorization[], name = 'test'): InboundServer {
   return { meta: { group: 'policy.linkerd.io', kind: 'Server', name }, protocol, authorizations };
-}
-
-/** A policy source the tests drive: `set` publishes to the port's subscribers like PolicyWatcher. */
-class FakePolicies {
-  readonly #servers = new Map<number, CompiledServer>();
-  readonly #listeners = new Map<number, Set<PolicyListener>>();
-
-  set(port: number, server: InboundServer): void {
-    const next = compileServer(server);
-    const previous = this.#servers.get(port);
-    this.#servers.set(port, next);
-    for (const l of [...(this.#listeners.get(port) ?? [])]) l(next, previous);
-  }
-
-  clear(): void {
-    this.#servers.clear();
-  }
-
-  current(port: number): CompiledServer | undefined {
-    return this.#servers.get(port);
-  }
-
-  subscribe(port: number, listener: PolicyListener): () => void {
-    let set = this.#listeners.get(port);
-    if (set === undefined) {
-      set = new Set();
-      this.#listeners.set(port, set);
-    }
-    set.add(listener);
-    return () => set.delete(listener);
-  }
-
-  /** Listeners subscribed over all ports. */
-  get listenerCount(): number {
-    let n = 0;
-    for (const s of this.#listeners.values()) n += s.size;
-    return n;
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -229,7 +183,7 @@ let x: MeshTlsContext;
 let y: MeshTlsContext;
 let foreignCert: WorkloadCertificate;
 let app: App;
-const policies = new FakePolicies();
+const policies = new FakePolicies({ notify: true });
 const events: { kind: string; port: number; tls: string; authz?: string }[] = [];
 let proxy: InboundProxy;
 let meshPort: number;

@@ -12,11 +12,11 @@ import { createServer as createHttpServer, type Server as HttpServer } from 'nod
 import { createServer as createHttp2Server, type IncomingHttpHeaders as Http2Headers, type Http2Server } from 'node:http2';
 import { type AddressInfo, createServer as createNetServer, type Socket, type Server as TcpServer } from 'node:net';
 import type { DestinationEndpoint } from '../api/index.js';
-import { type Authorization, type CompiledServer, compileServer, type HttpRoute, type InboundServer, type ProxyProtocol } from '../core/index.js';
+import type { Authorization, HttpRoute, InboundServer, ProxyProtocol } from '../core/index.js';
 import type { WorkloadCertificate } from '../identity/index.js';
 import { mkTestMesh, type TempDirs, type TestMesh } from './identity-test-helpers.js';
 import { InboundProxy } from './inbound-proxy.js';
-import type { PolicyListener } from './policy-watch.js';
+import { FakePolicies } from './policy-test-helpers.js';
 import { MeshTlsContext } from './tls-context.js';
 
 /** Where the test endpoints and applications live. */
@@ -71,20 +71,6 @@ const everything: HttpRoute = {
 
 function server(name: string, protocol: ProxyProtocol, authorizations: Authorization[]): InboundServer {
   return { meta: { group: 'policy.linkerd.io', kind: 'Server', name }, protocol, authorizations };
-}
-
-/** Fixed compiled policies, with the watcher's subscription interface. */
-class FixedPolicies {
-  readonly #servers = new Map<number, CompiledServer>();
-  set(port: number, s: InboundServer): void {
-    this.#servers.set(port, compileServer(s));
-  }
-  current(port: number): CompiledServer | undefined {
-    return this.#servers.get(port);
-  }
-  subscribe(_port: number, _listener: PolicyListener): () => void {
-    return () => {};
-  }
 }
 
 async function listen<S extends HttpServer | Http2Server | TcpServer>(s: S): Promise<number> {
@@ -151,7 +137,7 @@ export async function startServerSide(dirs: TempDirs): Promise<ServerSide> {
   });
   const [p1, p2, pTcp] = await Promise.all([listen(app1), listen(app2), listen(echo)]);
 
-  const policies = new FixedPolicies();
+  const policies = new FakePolicies();
   const onlyClient = authz('only-client', { kind: 'tlsAuthenticated', identities: [clientCert.identity], suffixes: [] });
   policies.set(POD_HTTP1, server('http1', { kind: 'http1', routes: [everything] }, [onlyClient]));
   policies.set(POD_HTTP2, server('http2', { kind: 'http2', routes: [everything] }, [onlyClient]));

@@ -14,17 +14,7 @@ import { type AddressInfo, createServer as createNetServer, type Server as NetSe
 import { after, before, describe, it } from 'node:test';
 import { type TLSSocket, connect as tlsConnect } from 'node:tls';
 import type { DestinationEndpoint } from '../api/index.js';
-import {
-  type Authorization,
-  type CompiledServer,
-  compileServer,
-  type GrpcRoute,
-  type HttpRoute,
-  type InboundServer,
-  type Network,
-  type ProxyProtocol,
-  type RouteFilter,
-} from '../core/index.js';
+import type { Authorization, GrpcRoute, HttpRoute, InboundServer, Network, ProxyProtocol, RouteFilter } from '../core/index.js';
 import type { WorkloadCertificate } from '../identity/index.js';
 import { createRegistry, type Registry } from '../shared/index.js';
 import { AdminServer } from './admin-server.js';
@@ -33,7 +23,7 @@ import { InboundProxy } from './inbound-proxy.js';
 import { InboundMetrics } from './metrics-inbound.js';
 import { OutboundConnector } from './outbound-connector.js';
 import type { OutboundTarget } from './outbound-resolver.js';
-import type { PolicyListener } from './policy-watch.js';
+import { FakePolicies } from './policy-test-helpers.js';
 import { MeshTlsContext, TRANSPORT_HEADER_ALPN } from './tls-context.js';
 import { encodeTransportHeader } from './transport-header.js';
 
@@ -100,19 +90,6 @@ const grpcRoute: GrpcRoute = {
   authorizations: [anyone],
   rules: [{ matches: [{ rpc: { service: 'test.Echo' }, headers: [] }], filters: [] }],
 };
-
-class FakePolicies {
-  readonly #servers = new Map<number, CompiledServer>();
-  set(port: number, s: InboundServer): void {
-    this.#servers.set(port, compileServer(s));
-  }
-  current(port: number): CompiledServer | undefined {
-    return this.#servers.get(port);
-  }
-  subscribe(_port: number, _listener: PolicyListener): () => void {
-    return () => {};
-  }
-}
 
 // === the applications ===
 

@@ -15,7 +15,7 @@ import { type AddressInfo, createServer as createNetServer, type Server as NetSe
 import { after, before, describe, it } from 'node:test';
 import { connect as tlsConnect } from 'node:tls';
 import type { DestinationEvent, StreamHandlers, WireResult } from '../api/index.js';
-import { type Authorization, type CompiledServer, compileServer, type InboundServer, type Network, type ProxyProtocol } from '../core/index.js';
+import type { Authorization, InboundServer, Network, ProxyProtocol } from '../core/index.js';
 import { TempDirs, waitFor, within } from './identity-test-helpers.js';
 import { InboundProxy } from './inbound-proxy.js';
 import type { OriginalDstReader, OriginalDstResult } from './original-dst.js';
@@ -23,7 +23,7 @@ import { OutboundConnector } from './outbound-connector.js';
 import { OutboundProxy } from './outbound-proxy.js';
 import { DestinationCache, type DestinationSource } from './outbound-resolver.js';
 import { HOST, POD_HTTP1, POD_TCP, type ServerSide, startServerSide } from './outbound-test-helpers.js';
-import type { PolicyListener } from './policy-watch.js';
+import { FakePolicies } from './policy-test-helpers.js';
 import { MeshTlsContext, TRANSPORT_HEADER_ALPN } from './tls-context.js';
 import { encodeTransportHeader } from './transport-header.js';
 
@@ -53,19 +53,6 @@ function authz(name: string, authentication: Authorization['authentication'], ne
 
 function server(name: string, protocol: ProxyProtocol, authorizations: Authorization[]): InboundServer {
   return { meta: { group: 'policy.linkerd.io', kind: 'Server', name }, protocol, authorizations };
-}
-
-class FixedPolicies {
-  readonly #servers = new Map<number, CompiledServer>();
-  set(port: number, s: InboundServer): void {
-    this.#servers.set(port, compileServer(s));
-  }
-  current(port: number): CompiledServer | undefined {
-    return this.#servers.get(port);
-  }
-  subscribe(_port: number, _listener: PolicyListener): () => void {
-    return () => {};
-  }
 }
 
 class TableSource implements DestinationSource {
@@ -106,7 +93,7 @@ before(async () => {
     s.pipe(s);
   });
   const [httpPort, echoPort] = await Promise.all([listen(httpApp), listen(echoApp)]);
-  const policies = new FixedPolicies();
+  const policies = new FakePolicies();
   const anywhere: Network = { net: { ip: '0.0.0.0', prefixLen: 0 }, except: [] };
   const client = authz('client', { kind: 'tlsAuthenticated', identities: [side.clientCert.identity], suffixes: [] }, [anywhere]);
   const allowed = authz('allowed', { kind: 'unauthenticated' }, [{ net: { ip: ALLOWED, prefixLen: 32 }, except: [] }]);

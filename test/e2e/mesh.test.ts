@@ -51,6 +51,7 @@ import {
   type ControllerPorts,
   controllerPorts,
   initWorkdir,
+  metricSum,
   type ProxyPorts,
   proxyPorts,
   spawnController,
@@ -508,19 +509,6 @@ async function metrics(admin: string, port: number): Promise<string> {
 const serverMetrics = () => metrics(SERVER_POD, serverPorts.admin);
 const clientMetrics = () => metrics(CLIENT_POD, clientPorts.admin);
 
-/** The sum of the samples of `name` whose labels contain every `key="value"` of `labels`. */
-function sample(text: string, name: string, labels: Record<string, string>): number {
-  let sum = 0;
-  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
-  for (const line of text.split('\n')) {
-    const m = /^(\w+)\{(.*)\} (\S+)$/.exec(line);
-    if (m === null || m[1] !== name) continue;
-    const got = (m[2] as string).split(/,(?=\w+=")/);
-    if (wanted.every((w) => got.includes(w))) sum += Number(m[3]);
-  }
-  return sum;
-}
-
 /** The proxy's pino JSON lines (stderr; the ready line and other plain text are skipped). */
 function logLines(p: WardProcess): Record<string, unknown>[] {
   const out: Record<string, unknown>[] = [];
@@ -660,7 +648,7 @@ describe('e2e: a mesh of a controller and two proxies', { timeout: 120_000 }, ()
     }
 
     const server = await serverMetrics();
-    const allowed = sample(server, 'inbound_http_authz_allow_total', {
+    const allowed = metricSum(server, 'inbound_http_authz_allow_total', {
       srv_name: 'server-http',
       tls: 'true',
       client_id: CLIENT_ID,
@@ -676,7 +664,7 @@ describe('e2e: a mesh of a controller and two proxies', { timeout: 120_000 }, ()
     );
     // The client proxy's side: its connections to the endpoint are mesh TLS to the server identity.
     const client = await clientMetrics();
-    assert.ok(sample(client, 'tcp_open_total', { direction: 'outbound', tls: 'true', server_id: SERVER_ID }) >= 1, client);
+    assert.ok(metricSum(client, 'tcp_open_total', { direction: 'outbound', tls: 'true', server_id: SERVER_ID }) >= 1, client);
   });
 
   it('(2) answers each deny kind as §4.7 says', async () => {
@@ -767,7 +755,7 @@ describe('e2e: a mesh of a controller and two proxies', { timeout: 120_000 }, ()
     assert.equal(accepted.locked, 0, 'no connection reached the app of the denied port');
 
     const after = await serverMetrics();
-    const delta = (name: string, labels: Record<string, string>) => sample(after, name, labels) - sample(before, name, labels);
+    const delta = (name: string, labels: Record<string, string>) => metricSum(after, name, labels) - metricSum(before, name, labels);
     assert.equal(delta('inbound_http_authz_deny_total', { srv_name: 'server-http', route_name: 'admin', tls: 'true', client_id: CLIENT_ID }), 2, after);
     assert.equal(delta('inbound_http_authz_deny_total', { srv_name: 'server-http', route_name: 'api', tls: 'no_identity' }), 1, after);
     assert.equal(delta('inbound_http_route_not_found_total', { srv_name: 'server-http' }), 1, after);
@@ -795,8 +783,8 @@ describe('e2e: a mesh of a controller and two proxies', { timeout: 120_000 }, ()
 
     const m = await serverMetrics();
     const audit = { srv_name: 'server-audit', authz_kind: 'default', authz_name: 'audit' };
-    assert.equal(sample(m, 'inbound_http_authz_allow_total', { ...audit, tls: 'true', client_id: CLIENT_ID }), 1, m);
-    assert.equal(sample(m, 'inbound_http_authz_allow_total', { ...audit, tls: 'no_identity' }), 1, m);
+    assert.equal(metricSum(m, 'inbound_http_authz_allow_total', { ...audit, tls: 'true', client_id: CLIENT_ID }), 1, m);
+    assert.equal(metricSum(m, 'inbound_http_authz_allow_total', { ...audit, tls: 'no_identity' }), 1, m);
 
     // Without audit mode the same caller is denied: it was admitted by `audit` alone.
     writeManifest('audit-policy.yaml', auditPolicy(false));
@@ -814,7 +802,7 @@ describe('e2e: a mesh of a controller and two proxies', { timeout: 120_000 }, ()
     await echo(s, 'ping 2');
     assert.equal(accepted.echo, 1);
     const terminated = () =>
-      serverMetrics().then((m) => sample(m, 'inbound_tcp_authz_terminate_total', { srv_name: 'server-tcp', tls: 'true', client_id: CLIENT_ID }));
+      serverMetrics().then((m) => metricSum(m, 'inbound_tcp_authz_terminate_total', { srv_name: 'server-tcp', tls: 'true', client_id: CLIENT_ID }));
     const terminatedBefore = await terminated();
     const started = Date.now();
     writeManifest('tcp-policy.yaml', tcpPolicy('nobody'));

@@ -17,7 +17,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { processesMentioning, type WardProcess, waitFor, wardSpawn, wardSync } from './helpers.js';
+import { localMeshApi, processesMentioning, upControllerFlags, type WardProcess, waitFor, wardSpawn, wardSync } from './helpers.js';
 
 const TD = 'cluster.local';
 const idOf = (ns: string, sa: string) => `${sa}.${ns}.serviceaccount.identity.linkerd.${TD}`;
@@ -268,34 +268,8 @@ describe('ward up', { timeout: 180_000 }, () => {
     writeFileSync(join(dir, 'namespaces.yaml'), NAMESPACES('all-unauthenticated'));
     writeFileSync(join(dir, 'apps.yaml'), APPS);
     writeFileSync(join(dir, 'policy.yaml'), policy([idOf('other', 'client')]));
-    up = wardSpawn([
-      'up',
-      dir,
-      '--state-dir',
-      state,
-      '--policy-addr',
-      '127.0.0.1:0',
-      '--identity-addr',
-      '127.0.0.1:0',
-      '--destination-addr',
-      '127.0.0.1:0',
-      '--admin-addr',
-      '127.0.0.1:0',
-      '--first-pod-ip',
-      FIRST_IP,
-      '--restart-backoff-ms',
-      '300',
-    ]);
-    const mesh = await waitFor(
-      `mesh.json (ward up output so far: ${up.stdout()}${up.stderr()})`,
-      () => {
-        if (up.child.exitCode !== null) throw new Error(`ward up exited with ${up.child.exitCode}: ${up.stdout()}${up.stderr()}`);
-        return existsSync(join(state, 'mesh.json'))
-          ? (JSON.parse(readFileSync(join(state, 'mesh.json'), 'utf8')) as { api: string; token: string })
-          : undefined;
-      },
-      30_000,
-    );
+    up = wardSpawn(['up', dir, '--state-dir', state, ...upControllerFlags(), '--first-pod-ip', FIRST_IP, '--restart-backoff-ms', '300']);
+    const mesh = await localMeshApi(up, state);
     api = mesh.api;
     token = mesh.token;
   });

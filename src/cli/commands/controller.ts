@@ -9,8 +9,20 @@ import { clusterConfig } from '../cluster-config.js';
 import { type CliIo, EXIT, parseListenAddress, UsageError, untilStopped } from '../io.js';
 import { palette } from '../output.js';
 
-/** Also used by `ward up` (defined in cli/io). */
-export { parseListenAddress } from '../io.js';
+/** The controller's listen addresses from `--policy-addr`, `--identity-addr`, `--destination-addr`, `--admin-addr` (also `ward up`'s). */
+export function controllerListen(flags: {
+  readonly policyAddr?: string | undefined;
+  readonly identityAddr?: string | undefined;
+  readonly destinationAddr?: string | undefined;
+  readonly adminAddr?: string | undefined;
+}): Partial<ControllerListen> {
+  return {
+    ...(flags.policyAddr !== undefined ? { policy: parseListenAddress(flags.policyAddr, '--policy-addr') } : {}),
+    ...(flags.identityAddr !== undefined ? { identity: parseListenAddress(flags.identityAddr, '--identity-addr') } : {}),
+    ...(flags.destinationAddr !== undefined ? { destination: parseListenAddress(flags.destinationAddr, '--destination-addr') } : {}),
+    ...(flags.adminAddr !== undefined ? { admin: parseListenAddress(flags.adminAddr, '--admin-addr') } : {}),
+  };
+}
 
 /** Flags of `ward controller`. */
 export interface ControllerFlags {
@@ -61,12 +73,7 @@ export async function runController(flags: ControllerFlags, io: CliIo, signals: 
   const cluster = clusterConfig(flags);
   if (flags.logLevel !== undefined && !(LEVELS as readonly string[]).includes(flags.logLevel))
     throw new UsageError(`--log-level must be one of ${LEVELS.join(', ')}`);
-  const listen: Partial<ControllerListen> = {
-    ...(flags.policyAddr !== undefined ? { policy: parseListenAddress(flags.policyAddr, '--policy-addr') } : {}),
-    ...(flags.identityAddr !== undefined ? { identity: parseListenAddress(flags.identityAddr, '--identity-addr') } : {}),
-    ...(flags.destinationAddr !== undefined ? { destination: parseListenAddress(flags.destinationAddr, '--destination-addr') } : {}),
-    ...(flags.adminAddr !== undefined ? { admin: parseListenAddress(flags.adminAddr, '--admin-addr') } : {}),
-  };
+  const listen = controllerListen(flags);
   const logger = createLogger({ name: 'controller', level: (flags.logLevel as (typeof LEVELS)[number] | undefined) ?? 'info' });
   let running: Awaited<ReturnType<typeof startController>>;
   try {

@@ -9,7 +9,6 @@
 import { statSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { type Command, Option } from '@commander-js/extra-typings';
-import type { ControllerListen } from '../../controller/index.js';
 import type { Diagnostic } from '../../core/index.js';
 import { checkLocalPods, type LocalEvent, type LocalMesh, POD_RANGE, podRangeOffset, startLocalMesh, stateDirOf } from '../../local/index.js';
 import type { Pod } from '../../manifest/index.js';
@@ -19,7 +18,7 @@ import { type CliIo, EXIT, UsageError, untilStopped } from '../io.js';
 import { formatDiagnostics, type Palette, palette, table } from '../output.js';
 import { buildWorkspace } from '../workspace.js';
 import { statusOf } from './check.js';
-import { parseListenAddress } from './controller.js';
+import { controllerListen } from './controller.js';
 
 /** Flags of `ward up`. */
 export interface UpFlags {
@@ -161,12 +160,7 @@ export async function runUp(dir: string, flags: UpFlags, io: CliIo, signals: Abo
     if (e instanceof UsageError) throw e;
     throw new UsageError(`cannot read ${dir}: ${errorMessage(e)}`);
   }
-  const listen: Partial<ControllerListen> = {
-    ...(flags.policyAddr !== undefined ? { policy: parseListenAddress(flags.policyAddr, '--policy-addr') } : {}),
-    ...(flags.identityAddr !== undefined ? { identity: parseListenAddress(flags.identityAddr, '--identity-addr') } : {}),
-    ...(flags.destinationAddr !== undefined ? { destination: parseListenAddress(flags.destinationAddr, '--destination-addr') } : {}),
-    ...(flags.adminAddr !== undefined ? { admin: parseListenAddress(flags.adminAddr, '--admin-addr') } : {}),
-  };
+  const listen = controllerListen(flags);
   if (flags.firstPodIp !== undefined && podRangeOffset(flags.firstPodIp) === undefined)
     throw new UsageError(`--first-pod-ip "${flags.firstPodIp}" is not an address in the pod range ${POD_RANGE}`);
   const probePeriodScale = positiveNumber(flags.probePeriodScale, '--probe-period-scale');
