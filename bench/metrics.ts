@@ -9,8 +9,8 @@
 import { EventEmitter } from 'node:events';
 import type { Socket } from 'node:net';
 import { type ClientInfo, type Meta, type Permit, parseIp, type RequestInfo } from '../src/core/index.js';
-import { InboundMetrics } from '../src/proxy/index.js';
-import { Counter, createRegistry, Histogram } from '../src/shared/index.js';
+import { InboundMetrics, MetricsRegistry } from '../src/proxy/index.js';
+import { createRegistry, promClient } from '../src/shared/index.js';
 import { type BenchResult, type MicroTask, runMicro } from './harness.js';
 
 const server: Meta = { group: 'policy.linkerd.io', kind: 'server', name: 'orders-http' };
@@ -27,7 +27,8 @@ function client(): ClientInfo {
 
 /** Runs the suite. */
 export async function runMetricsSuite(): Promise<BenchResult[]> {
-  const metrics = new InboundMetrics({ registry: createRegistry(), targetIp: '10.42.0.9' });
+  const proxyRegistry = new MetricsRegistry({ processMetrics: true });
+  const metrics = new InboundMetrics({ registry: proxyRegistry, targetIp: '10.42.0.9' });
   const hooks = metrics.hooks;
   const c = client();
   const allow = hooks.onHttpAllow;
@@ -37,6 +38,7 @@ export async function runMetricsSuite(): Promise<BenchResult[]> {
 
   // The naive way: a prom-client child lookup (`labels`, hashing every label) for each count.
   const registry = createRegistry();
+  const { Counter, Histogram } = promClient();
   const names = [
     'direction',
     'target_addr',
@@ -76,6 +78,14 @@ export async function runMetricsSuite(): Promise<BenchResult[]> {
     authz_kind: authz.kind,
     authz_name: authz.name,
   };
+
+  // Series for the scrape task: 40 routes, two statuses each.
+  for (let i = 0; i < 40; i++) {
+    const e = { port: 8080, client: c, decision: { ...PERMIT, route: { ...route, name: `route-${i}` } }, request };
+    allow(e);
+    onRequest(e)?.end(200, -1, -1, undefined, i);
+    onRequest(e)?.end(500, -1, -1, undefined, i);
+  }
 
   let n = 0;
   const tasks: MicroTask[] = [
@@ -118,6 +128,11 @@ export async function runMetricsSuite(): Promise<BenchResult[]> {
         return 1;
       },
       batch: 200,
+    },
+    {
+      name: 'scrape/render (request, response, latency and tcp series of 40 routes)',
+      op: () => proxyRegistry.render().length,
+      batch: 5,
     },
     {
       name: 'tcp/fake-socket (baseline)',

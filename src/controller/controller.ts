@@ -39,7 +39,7 @@ import {
   resourceKey,
 } from '../index/index.js';
 import { type Pod, type Resource, type ResourceKey, resourceKeyString } from '../manifest/index.js';
-import { Counter, createRegistry, Gauge, Histogram, type Logger, MeshError, type Registry, silentLogger } from '../shared/index.js';
+import { type Counter, createRegistry, type Gauge, type Histogram, type Logger, MeshError, promClient, type Registry, silentLogger } from '../shared/index.js';
 import { DirectorySource, type SourceTx } from '../sources/index.js';
 import type { ResourceEntry } from './admin-api.js';
 import { type AdminServer, startAdminServer } from './admin-server.js';
@@ -169,6 +169,7 @@ class ControllerMetrics {
 
   constructor(registry: Registry, source: () => DirectorySource | undefined, index: PolicyIndex) {
     const registers = [registry];
+    const { Counter, Gauge, Histogram } = promClient();
     this.watchStreams = new Gauge({ name: 'ward_policy_watch_streams', help: 'Open InboundServerPolicies/WatchPort streams', registers });
     this.updatesSent = new Counter({
       name: 'ward_policy_updates_sent_total',

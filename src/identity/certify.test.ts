@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { generateKeyPairSync, webcrypto } from 'node:crypto';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { Registry } from '../shared/index.js';
+import { createRegistry } from '../shared/index.js';
 import { type Issuer, loadIssuer } from './ca.js';
 import { CertificateAuthority, type CertifyRequest, type CertifyResult } from './certify.js';
 import { inspectCertificate } from './inspect.js';
@@ -304,7 +304,7 @@ describe('CertificateAuthority.certify: refusals', () => {
 
 describe('CertificateAuthority metrics', () => {
   it('counts issued and refused certificates and exports the issuer expiry', async () => {
-    const registry = new Registry();
+    const registry = createRegistry();
     const issuer = await mustLoadIssuer(dir);
     const measured = await mkCa(dir, { registry });
     await measured.certify({ identity: WEB, token: tokenWeb, csrDer: csrWeb });
@@ -321,7 +321,7 @@ describe('CertificateAuthority metrics', () => {
   });
 
   it('exports 0 for the issuer expiry and TTL while none is loaded (so expiry alerts fire)', async () => {
-    const registry = new Registry();
+    const registry = createRegistry();
     new CertificateAuthority({
       issuer: undefined,
       authenticator: new LocalTokenAuthenticator({ keyPem: tokenKeyOf(dir) }),

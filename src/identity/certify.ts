@@ -5,7 +5,7 @@
 
 import { createPublicKey, KeyObject, verify } from 'node:crypto';
 import { type IdentityDomain, serviceAccountIdentity } from '../core/index.js';
-import { Counter, errorMessage, Gauge, MeshError, type Registry } from '../shared/index.js';
+import { type Counter, errorMessage, MeshError, promClient, type Registry } from '../shared/index.js';
 import type { Issuer } from './ca.js';
 import { CURVE_NAMES, ECDSA_SIGNATURE_HASHES, KEY_ALGORITHM_NAMES, OIDS, type ParsedCsr, parseCsr } from './csr.js';
 import { createLeafCertificate } from './issue.js';
@@ -118,6 +118,7 @@ export class CertificateAuthority {
     this.#lifetimeMs = opts.issuanceLifetimeMs ?? 24 * HOUR_MS;
     this.#skewMs = opts.clockSkewMs ?? 20_000;
     const registers = opts.registry !== undefined ? [opts.registry] : [];
+    const { Counter, Gauge } = promClient();
     this.#issued = new Counter({ name: 'identity_cert_issued_total', help: 'Workload certificates issued', registers });
     this.#refused = new Counter({
       name: 'identity_cert_refused_total',

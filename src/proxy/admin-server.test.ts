@@ -7,8 +7,8 @@ import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { type Authorization, type CompiledServer, compileServer, defaultMeta, type InboundServer } from '../core/index.js';
-import { createRegistry } from '../shared/index.js';
 import { ADMIN_POLICY_PORT, AdminServer } from './admin-server.js';
+import { MetricsRegistry } from './metric-cells.js';
 import { InboundMetrics } from './metrics-inbound.js';
 
 const HOST = '127.0.0.1';
@@ -71,7 +71,7 @@ async function status(port: number, path: string, from?: string): Promise<number
 
 describe('AdminServer', () => {
   const policies = new Map<number, CompiledServer>();
-  const registry = createRegistry();
+  const registry = new MetricsRegistry();
   const metrics = new InboundMetrics({ registry, targetIp: HOST });
   let ready = false;
   let admin: AdminServer;

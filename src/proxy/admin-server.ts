@@ -37,9 +37,10 @@ import {
   type RequestInfo,
   type TlsState,
 } from '../core/index.js';
-import { errorMessage, type Logger, MeshError, type Registry, silentLogger } from '../shared/index.js';
+import { errorMessage, type Logger, MeshError, silentLogger } from '../shared/index.js';
 import { httpStatusOf } from './inbound-http.js';
 import type { InboundMetricsHooks } from './inbound-stats.js';
+import type { MetricsRegistry } from './metric-cells.js';
 
 /** The admin port's number in policies (`PortSpec.port`), whatever port the admin server binds. */
 export const ADMIN_POLICY_PORT = 4191;
@@ -72,7 +73,7 @@ export interface AdminServerOptions {
   /** `/ready`: 200 when true, 503 otherwise. */
   readonly isReady: () => boolean;
   /** `/metrics` serves this registry. */
-  readonly registry: Registry;
+  readonly registry: MetricsRegistry;
   /** `/debug/policies` serves this value as JSON. */
   readonly debugPolicies: () => unknown;
   /** Decision hooks (the same counters as the inbound proxy's, with port 4191). */

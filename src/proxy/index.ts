@@ -7,6 +7,7 @@ export * from './identity-bootstrap.js';
 export * from './inbound-http.js';
 export * from './inbound-proxy.js';
 export * from './inbound-stats.js';
+export { EXPOSITION_CONTENT_TYPE, MetricsRegistry } from './metric-cells.js';
 export * from './metrics-identity.js';
 export * from './metrics-inbound.js';
 export * from './metrics-labels.js';

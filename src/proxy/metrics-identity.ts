@@ -4,7 +4,7 @@
  * `identity_cert_refresh_count`, how many certificates were put in use.
  */
 import type { WorkloadCertificate } from '../identity/index.js';
-import { Counter, Gauge, type Registry } from '../shared/index.js';
+import { CellCounter, CellGauge, type MetricsRegistry } from './metric-cells.js';
 
 /** What the identity metrics read and count. */
 export interface IdentityMetrics {
@@ -13,17 +13,17 @@ export interface IdentityMetrics {
 }
 
 /** Registers the identity metrics in `registry`; `current` is read at scrape time. */
-export function registerIdentityMetrics(registry: Registry, current: () => WorkloadCertificate | undefined): IdentityMetrics {
-  new Gauge({
-    name: 'identity_cert_expiration_timestamp_seconds',
-    help: 'Time when the certificate in use expires, in seconds since the epoch',
-    registers: [registry],
-    collect() {
+export function registerIdentityMetrics(registry: MetricsRegistry, current: () => WorkloadCertificate | undefined): IdentityMetrics {
+  const expiry: CellGauge = new CellGauge(
+    registry,
+    'identity_cert_expiration_timestamp_seconds',
+    'Time when the certificate in use expires, in seconds since the epoch',
+    () => {
       const cert = current();
-      this.reset();
-      if (cert !== undefined) this.set(cert.notAfterMs / 1000);
+      if (cert === undefined) expiry.clear();
+      else expiry.cell({}).value = cert.notAfterMs / 1000;
     },
-  });
-  const refreshes = new Counter({ name: 'identity_cert_refresh_count', help: 'Certificates obtained and put in use', registers: [registry] });
-  return { onRotated: () => refreshes.inc() };
+  );
+  const refreshes = new CellCounter(registry, 'identity_cert_refresh_count', 'Certificates obtained and put in use').cell({});
+  return { onRotated: () => refreshes.value++ };
 }

@@ -8,7 +8,7 @@ import { EventEmitter } from 'node:events';
 import type { Socket } from 'node:net';
 import { describe, it } from 'node:test';
 import { type ClientInfo, type Deny, defaultMeta, type Meta, type Permit, parseIp, type RequestInfo } from '../core/index.js';
-import { createRegistry, type Registry } from '../shared/index.js';
+import { MetricsRegistry } from './metric-cells.js';
 import { InboundMetrics } from './metrics-inbound.js';
 import { tlsLabels } from './metrics-labels.js';
 
@@ -39,14 +39,14 @@ const deny = (server: Meta, kind: Deny['kind'] = 'http403'): Deny => ({
 });
 
 /** The sample lines of `name` (no HELP/TYPE). */
-async function samples(registry: Registry, name: string): Promise<string[]> {
+async function samples(registry: MetricsRegistry, name: string): Promise<string[]> {
   const text = await registry.metrics();
   return text.split('\n').filter((l) => l.startsWith(`${name}{`) || l.startsWith(`${name} `));
 }
 
 describe('InboundMetrics', () => {
   it('labels HTTP allows with target, server, route, authz and TLS labels', async () => {
-    const registry = createRegistry();
+    const registry = new MetricsRegistry();
     const m = new InboundMetrics({ registry, targetIp: '127.0.0.1' });
     const p = permit(srv('web-http'), authzMeta('web-from-emojivoto'));
     m.hooks.onHttpAllow?.({ port: 8080, client: meshed, decision: p, request });
@@ -58,7 +58,7 @@ describe('InboundMetrics', () => {
   });
 
   it('keeps one series per label set when a policy update re-creates equal metadata', async () => {
-    const registry = createRegistry();
+    const registry = new MetricsRegistry();
     const m = new InboundMetrics({ registry, targetIp: '127.0.0.1' });
     m.hooks.onTcpAllow?.({ port: 9000, client: meshed, decision: permit(srv('tcp'), authzMeta('a'), 'tcp') });
     // A new compiled policy: equal values, new objects.
@@ -72,7 +72,7 @@ describe('InboundMetrics', () => {
   });
 
   it('counts denials, route-not-found, terminations and errors under their own names', async () => {
-    const registry = createRegistry();
+    const registry = new MetricsRegistry();
     const m = new InboundMetrics({ registry, targetIp: '::1' });
     m.hooks.onHttpDeny?.({ port: 8080, client: plain, decision: deny(srv('web')), request });
     m.hooks.onHttpRouteNotFound?.({ port: 8080, client: plain, decision: deny(srv('web'), 'http404'), request });
@@ -105,7 +105,7 @@ describe('InboundMetrics', () => {
   });
 
   it('does not allocate a series per decision: the same decision object reuses its cell', async () => {
-    const registry = createRegistry();
+    const registry = new MetricsRegistry();
     const m = new InboundMetrics({ registry, targetIp: '127.0.0.1' });
     const p = permit(srv('web-http'), authzMeta('a'));
     for (let i = 0; i < 10_000; i++) m.hooks.onHttpAllow?.({ port: 8080, client: meshed, decision: p, request });
@@ -115,7 +115,7 @@ describe('InboundMetrics', () => {
   });
 
   it('counts permitted requests and classifies their responses as upstream does', async () => {
-    const registry = createRegistry();
+    const registry = new MetricsRegistry();
     const m = new InboundMetrics({ registry, targetIp: '10.0.0.7' });
     const p = permit(srv('web-http'), authzMeta('a'));
     const exchange = (end: (r: NonNullable<ReturnType<NonNullable<typeof m.hooks.onHttpRequest>>>) => void) => {
@@ -158,7 +158,7 @@ describe('InboundMetrics', () => {
   });
 
   it('does not count admin-style allows (no onHttpRequest) as requests', async () => {
-    const registry = createRegistry();
+    const registry = new MetricsRegistry();
     const m = new InboundMetrics({ registry, targetIp: '127.0.0.1' });
     m.hooks.onHttpAllow?.({ port: 4191, client: plain, decision: permit(defaultMeta('all-unauthenticated'), defaultMeta('all-unauthenticated')), request });
     assert.deepEqual(await samples(registry, 'request_total'), []);
@@ -166,7 +166,7 @@ describe('InboundMetrics', () => {
   });
 
   it('tracks inbound connections: opens, closes by errno, bytes, duration and the open gauge', async () => {
-    const registry = createRegistry();
+    const registry = new MetricsRegistry();
     const m = new InboundMetrics({ registry, targetIp: '10.0.0.7' });
     const sock = (read: number, written: number) => Object.assign(new EventEmitter(), { closed: false, bytesRead: read, bytesWritten: written });
     const a = sock(10, 20);

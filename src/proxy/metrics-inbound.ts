@@ -35,10 +35,9 @@
  * permitted request resolves its series once: `onHttpAllow` and `onHttpRequest` share it, and the
  * series itself is the request's recorder, whose response cells are keyed by status and gRPC
  * status numbers. Cells are shared by label values (a policy update that re-creates equal `Meta`
- * objects finds the same cell), and prom-client reads them at scrape time.
+ * objects finds the same cell), and the registry reads them at scrape time.
  */
 import type { ClientInfo, Deny, Meta, Permit } from '../core/index.js';
-import { Counter, type Registry } from '../shared/index.js';
 import type {
   InboundErrorReason,
   InboundHttpDecisionEvent,
@@ -48,7 +47,16 @@ import type {
   InboundTcpDecisionEvent,
   InboundTcpOpenEvent,
 } from './inbound-stats.js';
-import { CellCounter, CellHistogram, type HistogramCell, LATENCY_BUCKETS_MS, type Labels, observe, type ValueCell } from './metric-cells.js';
+import {
+  CellCounter,
+  CellHistogram,
+  type HistogramCell,
+  LATENCY_BUCKETS_MS,
+  type Labels,
+  type MetricsRegistry,
+  observe,
+  type ValueCell,
+} from './metric-cells.js';
 import { DecisionIndex, labelsOf, metaLabels, NO_META, serverLabels, targetLabels, tlsLabels } from './metrics-labels.js';
 import { TransportMetrics, type TransportSeries } from './metrics-transport.js';
 
@@ -59,7 +67,7 @@ import { TransportMetrics, type TransportSeries } from './metrics-transport.js';
 class DecisionCounter {
   readonly #index: DecisionIndex<ValueCell>;
 
-  constructor(registry: Registry, name: string, help: string, targetIp: string, withRoute: boolean, withAuthz: boolean) {
+  constructor(registry: MetricsRegistry, name: string, help: string, targetIp: string, withRoute: boolean, withAuthz: boolean) {
     const family = new CellCounter(registry, name, help);
     this.#index = new DecisionIndex((port, server, route, authz, tls) =>
       family.cell(
@@ -82,24 +90,20 @@ class DecisionCounter {
 
 /** A counter labelled only by `error`. */
 class ErrorCounter {
-  readonly #counts = new Map<string, number>();
+  readonly #family: CellCounter;
+  readonly #cells = new Map<string, ValueCell>();
 
-  constructor(registry: Registry, name: string, help: string) {
-    const counts = this.#counts;
-    new Counter({
-      name,
-      help,
-      labelNames: ['error'],
-      registers: [registry],
-      collect() {
-        this.reset();
-        for (const [error, n] of counts) this.inc({ error }, n);
-      },
-    });
+  constructor(registry: MetricsRegistry, name: string, help: string) {
+    this.#family = new CellCounter(registry, name, help);
   }
 
   inc(error: string): void {
-    this.#counts.set(error, (this.#counts.get(error) ?? 0) + 1);
+    let cell = this.#cells.get(error);
+    if (cell === undefined) {
+      cell = this.#family.cell({ error });
+      this.#cells.set(error, cell);
+    }
+    cell.value++;
   }
 }
 
@@ -192,7 +196,7 @@ class HttpRouteSeries implements InboundHttpRecorder {
 /** Options of {@link InboundMetrics}. */
 export interface InboundMetricsOptions {
   /** Where the metrics are registered (one registry per proxy process). */
-  readonly registry: Registry;
+  readonly registry: MetricsRegistry;
   /** The pod's address: `target_ip`, and the host of `target_addr` (`<ip>:<port>`). */
   readonly targetIp: string;
   /** The `tcp_*` families (default: new ones in `registry`); the outbound side shares them. */

@@ -27,8 +27,17 @@
 import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { DestinationEndpoint } from '../api/index.js';
-import type { Registry } from '../shared/index.js';
-import { CellCounter, CellGauge, CellHistogram, type HistogramCell, LATENCY_BUCKETS_MS, type Labels, observe, type ValueCell } from './metric-cells.js';
+import {
+  CellCounter,
+  CellGauge,
+  CellHistogram,
+  type HistogramCell,
+  LATENCY_BUCKETS_MS,
+  type Labels,
+  type MetricsRegistry,
+  observe,
+  type ValueCell,
+} from './metric-cells.js';
 import { labelsOf, targetLabels } from './metrics-labels.js';
 import type { OutboundTarget } from './outbound-resolver.js';
 
@@ -87,7 +96,7 @@ export class TransportMetrics {
   readonly #outbound = new WeakMap<DestinationEndpoint, TransportSeries>();
 
   /** Registers the families in `registry`; throws if it already has metrics of these names. */
-  constructor(registry: Registry) {
+  constructor(registry: MetricsRegistry) {
     this.#opened = new CellCounter(registry, 'tcp_open_total', 'Total count of opened connections');
     this.#closed = new CellCounter(registry, 'tcp_close_total', 'Total count of closed connections');
     this.#open = new CellGauge(registry, 'tcp_open_connections', 'Number of currently-open connections');

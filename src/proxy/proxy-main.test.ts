@@ -17,8 +17,8 @@ import { type TLSSocket, connect as tlsConnect } from 'node:tls';
 import { type GrpcServerHandle, identityService, inboundPolicyService, serverToProtoJson, startGrpcServer } from '../api/index.js';
 import { type Authorization, defaultMeta, type InboundServer } from '../core/index.js';
 import type { WorkloadCertificate } from '../identity/index.js';
-import { createRegistry } from '../shared/index.js';
 import { mkTestMesh, TempDirs, type TestMesh, waitFor, within } from './identity-test-helpers.js';
+import { MetricsRegistry } from './metric-cells.js';
 import { FakeDiscovery } from './policy-test-helpers.js';
 import { type RunningProxy, startProxy } from './proxy-main.js';
 import { MeshTlsContext, TRANSPORT_HEADER_ALPN } from './tls-context.js';
@@ -192,7 +192,7 @@ describe('startProxy', () => {
       ],
       mesh: { host: HOST, port: 0 },
       admin: { host: HOST, port: 0 },
-      registry: createRegistry(),
+      registry: new MetricsRegistry(),
       policyBackoff: { minMs: 10, maxMs: 100, jitter: 0 },
       identityBackoff: { minMs: 20, maxMs: 100, jitter: 0 },
     });

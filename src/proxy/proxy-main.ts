@@ -32,10 +32,11 @@ import { readFile } from 'node:fs/promises';
 import { DestinationClient, InboundPolicyClient, serverToProtoJson } from '../api/index.js';
 import { type CompileServerOptions, localhostAuthz, type Network, serviceAccountIdentity } from '../core/index.js';
 import type { WorkloadCertificate } from '../identity/index.js';
-import { Backoff, type BackoffOptions, createRegistry, errorMessage, type Logger, MeshError, type Registry, silentLogger } from '../shared/index.js';
+import { Backoff, type BackoffOptions, errorMessage, type Logger, MeshError, silentLogger } from '../shared/index.js';
 import { ADMIN_POLICY_PORT, AdminServer } from './admin-server.js';
 import { type ProxyIdentity, startProxyIdentity } from './identity-bootstrap.js';
 import { InboundProxy } from './inbound-proxy.js';
+import { MetricsRegistry } from './metric-cells.js';
 import { registerIdentityMetrics } from './metrics-identity.js';
 import { InboundMetrics } from './metrics-inbound.js';
 import type { TransportMetrics } from './metrics-transport.js';
@@ -120,7 +121,7 @@ export interface ProxyOptions {
   readonly localhostNetworks?: readonly Network[];
   readonly logger?: Logger;
   /** Where metrics are registered (default: a fresh registry with the process metrics). */
-  readonly registry?: Registry;
+  readonly registry?: MetricsRegistry;
   /** Delays between reconnects of a policy stream (default 100 ms doubling to 5 s). */
   readonly policyBackoff?: BackoffOptions;
   /** Delays between failed certificate requests (default 500 ms doubling to 10 s). */
@@ -166,7 +167,7 @@ export interface RunningProxy {
   readonly inbound: InboundProxy;
   /** The outbound forward proxy, when it runs. */
   readonly outbound: OutboundProxy | undefined;
-  readonly registry: Registry;
+  readonly registry: MetricsRegistry;
   /** True when a valid certificate and a policy for every watched port are present (`/ready`). */
   isReady(): boolean;
   /** Resolves once ready (rejects with `ERR_PROXY_CLOSED` if closed first). Callers bound the wait. */
@@ -246,7 +247,7 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
   // First: without the addon transparent mode cannot work, and nothing has been started yet.
   const originalDst = opts.transparent === true ? loadOriginalDst() : undefined;
   const log = opts.logger ?? silentLogger();
-  const registry = opts.registry ?? createRegistry({ processMetrics: true });
+  const registry = opts.registry ?? new MetricsRegistry({ processMetrics: true });
   const domain = { controlPlaneNamespace: opts.controlPlaneNamespace, trustDomain: opts.trustDomain };
   const identityName = serviceAccountIdentity(domain, opts.namespace, opts.serviceAccount);
   const cp = opts.controlPlaneNamespace;

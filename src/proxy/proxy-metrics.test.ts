@@ -16,10 +16,10 @@ import { type TLSSocket, connect as tlsConnect } from 'node:tls';
 import type { DestinationEndpoint } from '../api/index.js';
 import type { Authorization, GrpcRoute, HttpRoute, InboundServer, Network, ProxyProtocol, RouteFilter } from '../core/index.js';
 import type { WorkloadCertificate } from '../identity/index.js';
-import { createRegistry, type Registry } from '../shared/index.js';
 import { AdminServer } from './admin-server.js';
 import { mkTestMesh, TempDirs, type TestMesh, waitFor, within } from './identity-test-helpers.js';
 import { InboundProxy } from './inbound-proxy.js';
+import { MetricsRegistry } from './metric-cells.js';
 import { InboundMetrics } from './metrics-inbound.js';
 import { OutboundConnector } from './outbound-connector.js';
 import type { OutboundTarget } from './outbound-resolver.js';
@@ -191,7 +191,7 @@ let clientCert: WorkloadCertificate;
 let app1: HttpServer;
 let app2: Http2Server;
 let echo: NetServer;
-let registry: Registry;
+let registry: MetricsRegistry;
 let proxy: InboundProxy;
 let admin: AdminServer;
 let connector: OutboundConnector;
@@ -250,7 +250,7 @@ before(async () => {
   }).listen(0, HOST);
   await Promise.all([once(app1, 'listening'), once(app2, 'listening'), once(echo, 'listening')]);
 
-  registry = createRegistry();
+  registry = new MetricsRegistry();
   const metrics = new InboundMetrics({ registry, targetIp: HOST });
   const policies = new FakePolicies();
   proxy = new InboundProxy({
