@@ -1,11 +1,13 @@
 import assert from 'node:assert/strict';
-import { generateKeyPairSync } from 'node:crypto';
+import { createPrivateKey, generateKeyPairSync } from 'node:crypto';
 import { copyFileSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { IDENTITY_FILES, initIdentity, loadIssuer } from './ca.js';
 import { inspectCertificate } from './inspect.js';
+import { generateEcKeyPair, privateKeyToPem, toSigningKey } from './keys.js';
 import { mkCa, mkIdentityDir, mkThreeLevelDir, openssl, put, TempDirs } from './test-helpers.js';
+import { type X509, x509 } from './x509.js';
 
 const dirs = new TempDirs();
 after(() => dirs.cleanup());
@@ -158,6 +160,48 @@ describe('loadIssuer', () => {
     const res = await loadIssuer(dir);
     assert.deepEqual(codes(res.diagnostics), ['ID004']);
     assert.match(res.diagnostics[0]?.message ?? '', /the issuer certificate CN=not-a-ca\.example is not a CA: basicConstraints CA:TRUE is missing/);
+  });
+
+  it('reads keyUsage: a CA certificate without keyCertSign is refused (ID004), one without keyUsage may sign', async () => {
+    const lib = x509();
+    const dir = await mkIdentityDir(dirs);
+    const anchor = new lib.X509Certificate(readFileSync(join(dir, IDENTITY_FILES.anchorCert), 'utf8'));
+    const anchorKey = await toSigningKey(createPrivateKey(readFileSync(join(dir, IDENTITY_FILES.anchorKey), 'utf8')));
+    const now = Date.now();
+    const issuerWith = async (keyUsage: X509.KeyUsagesExtension | undefined) => {
+      const keys = await generateEcKeyPair();
+      const cert = await lib.X509CertificateGenerator.create({
+        serialNumber: '01',
+        subject: 'CN=odd.issuer',
+        issuer: anchor.subjectName,
+        notBefore: new Date(now - HOUR),
+        notAfter: new Date(now + HOUR),
+        publicKey: keys.publicKey,
+        signingKey: anchorKey,
+        signingAlgorithm: { name: 'ECDSA', hash: 'SHA-256' },
+        extensions: [new lib.BasicConstraintsExtension(true, 0, true), ...(keyUsage === undefined ? [] : [keyUsage])],
+      });
+      put(dir, IDENTITY_FILES.issuerCert, cert.toString('pem'));
+      put(dir, IDENTITY_FILES.issuerKey, await privateKeyToPem(keys.privateKey));
+      return loadIssuer(dir, now);
+    };
+    const noSign = await issuerWith(new lib.KeyUsagesExtension(lib.KeyUsageFlags.digitalSignature | lib.KeyUsageFlags.cRLSign, true));
+    assert.deepEqual(codes(noSign.diagnostics), ['ID004']);
+    // node:crypto's `ca` (OpenSSL's X509_check_ca) already says no when keyUsage lacks keyCertSign.
+    assert.match(noSign.diagnostics[0]?.message ?? '', /the issuer certificate CN=odd\.issuer is not a CA: /);
+    const onlySign = await issuerWith(new lib.KeyUsagesExtension(lib.KeyUsageFlags.keyCertSign, true));
+    assert.ok(onlySign.ok, JSON.stringify(onlySign.diagnostics));
+    const noKeyUsage = await issuerWith(undefined);
+    assert.ok(noKeyUsage.ok, JSON.stringify(noKeyUsage.diagnostics));
+    assert.equal(noKeyUsage.value.subject, 'CN=odd.issuer');
+    assert.equal(noKeyUsage.value.chainPem, `${readFileSync(join(dir, IDENTITY_FILES.issuerCert), 'utf8')}\n`);
+  });
+
+  it('keeps the issuer chain PEM in the format the library wrote', async () => {
+    const res = await loadIssuer(await mkThreeLevelDir(dirs));
+    assert.ok(res.ok);
+    const lib = x509();
+    assert.equal(res.value.chainPem, `${res.value.chainDer.map((der) => new lib.X509Certificate(der).toString('pem')).join('\n')}\n`);
   });
 
   it('accepts an issuer file that carries further intermediates; leaves never outlive the chain', async () => {

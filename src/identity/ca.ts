@@ -15,11 +15,12 @@ import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:f
 import { join } from 'node:path';
 import type { Diagnostic, Result } from '../core/index.js';
 import { errorMessage, MeshError } from '../shared/index.js';
-import { anchorOf, type ParsedCertificate, parseCertificatesPem, validityProblem, verifyChain } from './chain.js';
+import { anchorOf, extensionOf, hasKeyUsageBit, KEY_USAGE_BITS, type ParsedCertificate, parseCertificatesPem, validityProblem, verifyChain } from './chain.js';
+import { OIDS } from './csr.js';
 import { identityDiagnostic } from './diagnostics.js';
 import { createIntermediateCertificate, createRootCertificate, type LeafSigner, leafSignerOf } from './issue.js';
-import { generateEcKeyPair, parsePrivateKeyPem, privateKeyToPem, toSigningKey } from './keys.js';
-import { type CryptoKey, OID, x509 } from './x509.js';
+import { type CryptoKey, generateEcKeyPair, parsePrivateKeyPem, privateKeyToPem, toSigningKey } from './keys.js';
+import { certificatesToPem } from './pem.js';
 
 /** File names inside an identity directory. */
 export const IDENTITY_FILES = {
@@ -162,7 +163,7 @@ function writeSecure(path: string, text: string, mode: number, force: boolean): 
  * A validated issuer: the CA's signing credentials. Immutable; the reloader swaps whole issuers.
  */
 export interface Issuer {
-  /** The issuer certificate first, then any further intermediates (never the root), DER. */
+  /** The issuer certificate first (what signs leaves), then any further intermediates (never the root), DER. */
   readonly chainDer: readonly Uint8Array[];
   /** The same chain as PEM. */
   readonly chainPem: string;
@@ -177,10 +178,8 @@ export interface Issuer {
   readonly chainNotAfterMs: number;
   /** SHA-256 fingerprint of the issuer certificate (`AB:CD:…`), to tell issuers apart in logs. */
   readonly fingerprintSha256: string;
-  /** The issuer's private key (non-extractable). */
+  /** The issuer's private key (non-extractable WebCrypto key), e.g. to sign an intermediate CA below it. */
   readonly signingKey: CryptoKey;
-  /** The parsed issuer certificate, for signing. */
-  readonly certificate: x509.X509Certificate;
   /** What signing workload certificates needs (issuer name, AKI, the key as a KeyObject), precomputed. */
   readonly leafSigner: LeafSigner;
 }
@@ -285,12 +284,11 @@ export async function validateIssuer(material: IssuerMaterial, now: number = Dat
   if (problems.length > 0 || !key.ok || leafSigner === undefined) return { ok: false, diagnostics: problems };
 
   const anchor = anchorOf(chain, anchors) as ParsedCertificate;
-  const chainPem = chain.map((c) => c.x.toString('pem')).join('\n');
   return {
     ok: true,
     value: {
       chainDer: chain.map((c) => c.der),
-      chainPem: `${chainPem}\n`,
+      chainPem: certificatesToPem(chain.map((c) => c.der)),
       anchorsPem: material.anchorsPem,
       subject,
       notBeforeMs: issuer.notBeforeMs,
@@ -298,7 +296,6 @@ export async function validateIssuer(material: IssuerMaterial, now: number = Dat
       chainNotAfterMs: Math.min(...chain.map((c) => c.notAfterMs), anchor.notAfterMs),
       fingerprintSha256: issuer.node.fingerprint256,
       signingKey: await toSigningKey(key.key),
-      certificate: issuer.x,
       leafSigner,
     },
     diagnostics: [],
@@ -307,9 +304,9 @@ export async function validateIssuer(material: IssuerMaterial, now: number = Dat
 
 function caProblem(cert: ParsedCertificate): string | undefined {
   if (!cert.node.ca) return 'basicConstraints CA:TRUE is missing';
-  const ku = cert.x.getExtension<x509.KeyUsagesExtension>(OID.keyUsage);
+  const ku = extensionOf(cert, OIDS.keyUsage);
   // A CA without a keyUsage extension may sign (RFC 5280 4.2.1.3).
-  if (ku !== null && (ku.usages & x509.KeyUsageFlags.keyCertSign) === 0) return 'keyUsage lacks keyCertSign';
+  if (ku !== undefined && !hasKeyUsageBit(ku.value, KEY_USAGE_BITS.keyCertSign)) return 'keyUsage lacks keyCertSign';
   return undefined;
 }
 

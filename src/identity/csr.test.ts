@@ -10,8 +10,10 @@ import { children, type DerElement, DerError, decode, implicitPrimitive, oid, se
 import { ECDSA_P256_SHA256, generateEcKeyPair } from './keys.js';
 import { idOf, mkCa, mkCsr, mkIdentityDir, openssl, TempDirs, tokenFor } from './test-helpers.js';
 import { createCsr, generateWorkloadKey } from './workload.js';
-import { x509 } from './x509.js';
+import { x509 as loadX509 } from './x509.js';
 
+/** The library, for reference objects (tests may load it). */
+const x509 = loadX509();
 const dirs = new TempDirs();
 after(() => dirs.cleanup());
 

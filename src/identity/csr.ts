@@ -71,7 +71,7 @@ export const ECDSA_SIGNATURE_HASHES: Readonly<Record<string, string>> = {
   [OIDS.ecdsaWithSha512]: 'sha512',
 };
 
-/** One subjectAltName entry; `value` is set for the string-typed kinds (dns, email, uri). */
+/** One subjectAltName entry; `value` is set for the string-typed kinds (dns, email, uri) and for ip (see {@link formatIp}). */
 export interface GeneralName {
   readonly type: GeneralNameType;
   readonly value?: string;
@@ -182,7 +182,8 @@ function readExtensionRequest(attributes: DerElement): CsrExtension[] {
   return found ?? [];
 }
 
-function readExtension(ext: DerElement): CsrExtension {
+/** One Extension (`SEQUENCE { extnID, critical DEFAULT FALSE, extnValue }`) of a request or a certificate. */
+export function readExtension(ext: DerElement): CsrExtension {
   const parts = expectChildren(ext, 'extension', 2, 3);
   const oid = readOid(parts[0], 'extension id');
   const critical = parts.length === 3 ? readBoolean(parts[1], `extension ${oid} critical`) : false;
@@ -206,8 +207,36 @@ export function readGeneralNames(der: Uint8Array): GeneralName[] {
       const value = readString({ tag: TAG.IA5_STRING, bytes: n.bytes, content: n.content }, `subjectAltName ${type}`) as string;
       return { type, value };
     }
-    if (type === 'ip' && n.content.length !== 4 && n.content.length !== 16) throw new DerError('subjectAltName: bad IP address length');
+    if (type === 'ip') {
+      if (n.content.length !== 4 && n.content.length !== 16) throw new DerError('subjectAltName: bad IP address length');
+      return { type, value: formatIp(n.content) };
+    }
     if (type === 'rid') readOid({ tag: TAG.OID, bytes: n.bytes, content: n.content }, 'subjectAltName registeredID');
     return { type };
   });
+}
+
+/**
+ * An IP address as `@peculiar/x509` printed it (and `ward identity inspect` still does): IPv4
+ * dotted, IPv6 as eight lower-case hex groups without leading zeros, the first longest run of
+ * two or more zero groups compressed to `::` (RFC 5952, except that IPv4-mapped addresses stay hex).
+ */
+export function formatIp(bytes: Uint8Array): string {
+  if (bytes.length === 4) return Array.from(bytes).join('.');
+  if (bytes.length !== 16) throw new RangeError(`an IP address has 4 or 16 octets, not ${bytes.length}`);
+  const groups: string[] = [];
+  for (let i = 0; i < 16; i += 2) groups.push((((bytes[i] as number) << 8) | (bytes[i + 1] as number)).toString(16));
+  let bestAt = -1;
+  let bestLength = 1;
+  for (let i = 0; i < 8; ) {
+    let end = i;
+    while (groups[end] === '0') end++;
+    if (end - i > bestLength) {
+      bestAt = i;
+      bestLength = end - i;
+    }
+    i = end > i ? end : i + 1;
+  }
+  if (bestAt < 0) return groups.join(':');
+  return `${groups.slice(0, bestAt).join(':')}::${groups.slice(bestAt + bestLength).join(':')}`;
 }

@@ -19,6 +19,7 @@ import {
   readOid,
   readSmallInteger,
   readString,
+  readTime,
   sequence,
   TAG,
   time,
@@ -211,5 +212,53 @@ describe('der: values', () => {
         assert.equal(readElement(der, 0).next, der.length);
       }),
     );
+  });
+});
+
+describe('der: readTime', () => {
+  const utc = (text: string) => tlv(TAG.UTC_TIME, new TextEncoder().encode(text));
+  const gen = (text: string) => tlv(TAG.GENERALIZED_TIME, new TextEncoder().encode(text));
+
+  it('reads UTCTime (YY below 50 is 20YY) and GeneralizedTime', () => {
+    assert.equal(readTime(decode(utc('260102030405Z'))), Date.parse('2026-01-02T03:04:05Z'));
+    assert.equal(readTime(decode(utc('491231235959Z'))), Date.parse('2049-12-31T23:59:59Z'));
+    assert.equal(readTime(decode(utc('500101000000Z'))), Date.parse('1950-01-01T00:00:00Z'));
+    assert.equal(readTime(decode(utc('000229000000Z'))), Date.parse('2000-02-29T00:00:00Z'));
+    assert.equal(readTime(decode(gen('20500101000000Z'))), Date.parse('2050-01-01T00:00:00Z'));
+    assert.equal(readTime(decode(gen('99991231235959Z'))), Date.parse('9999-12-31T23:59:59Z'));
+    assert.equal(readTime(decode(gen('00010101000000Z'))), Date.parse('0001-01-01T00:00:00Z'));
+  });
+
+  it('round-trips what time() writes', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: Date.parse('0000-01-01T00:00:00Z'), max: Date.parse('9999-12-31T23:59:59Z') }), (ms) => {
+        assert.equal(readTime(decode(time(ms))), Math.floor(ms / 1000) * 1000);
+      }),
+    );
+  });
+
+  it('refuses anything but the strict forms', () => {
+    for (const bad of [
+      utc('2601020304Z'), // no seconds
+      utc('260102030405'), // no Z
+      utc('260102030405+0100'),
+      utc('260102030405.5Z'),
+      utc('261302030405Z'), // month 13
+      utc('260230030405Z'), // Feb 30
+      utc('250229000000Z'), // not a leap year
+      utc('260100030405Z'), // day 0
+      utc('260102240000Z'),
+      utc('260102036000Z'),
+      utc('260102030460Z'),
+      utc('2601020304 5Z'),
+      utc('２60102030405Z'),
+      gen('260102030405Z'),
+      gen('20260102030405.123Z'),
+      gen('2026010203040Z'),
+    ]) {
+      assert.throws(() => readTime(decode(bad)), DerError, Buffer.from(bad).toString('latin1'));
+    }
+    assert.throws(() => readTime(decode(bytes('0500'))), /expected UTCTime or GeneralizedTime/);
+    assert.throws(() => readTime(undefined, 'notAfter'), /notAfter is missing/);
   });
 });

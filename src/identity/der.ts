@@ -372,3 +372,31 @@ function latin1(bytes: Uint8Array): string {
   for (const b of bytes) s += String.fromCharCode(b);
   return s;
 }
+
+const UTC_TIME = /^(\d{2})(\d{2})(\d{2})(\d{2})(\d{2})(\d{2})Z$/;
+const GENERALIZED_TIME = /^(\d{4})(\d{2})(\d{2})(\d{2})(\d{2})(\d{2})Z$/;
+
+/**
+ * A certificate validity time (RFC 5280 4.1.2.5) in ms since the epoch, strictly: UTCTime
+ * `YYMMDDHHMMSSZ` (YY below 50 is 20YY, else 19YY) or GeneralizedTime `YYYYMMDDHHMMSSZ`; no
+ * fractions, no offsets, every field in range.
+ */
+export function readTime(el: DerElement | undefined, what = 'time'): number {
+  if (el === undefined) throw new DerError(`${what} is missing`);
+  if (el.tag !== TAG.UTC_TIME && el.tag !== TAG.GENERALIZED_TIME) {
+    throw new DerError(`${what}: expected UTCTime or GeneralizedTime, got tag 0x${hex2(el.tag)}`);
+  }
+  const text = latin1(el.content);
+  const m = (el.tag === TAG.UTC_TIME ? UTC_TIME : GENERALIZED_TIME).exec(text);
+  if (m === null) throw new DerError(`${what}: "${text}" is not ${el.tag === TAG.UTC_TIME ? 'YYMMDDHHMMSSZ' : 'YYYYMMDDHHMMSSZ'}`);
+  const [yearText, month, day, hour, minute, second] = m.slice(1).map(Number) as [number, number, number, number, number, number];
+  const year = el.tag === TAG.UTC_TIME ? (yearText < 50 ? 2000 : 1900) + yearText : yearText;
+  const d = new Date(0);
+  d.setUTCFullYear(year, month - 1, day);
+  d.setUTCHours(hour, minute, second, 0);
+  // Date rolls fields over (Feb 30 -> Mar 2); a value that does not round-trip is out of range.
+  if (d.getUTCFullYear() !== year || d.getUTCMonth() !== month - 1 || d.getUTCDate() !== day || hour > 23 || minute > 59 || second > 59) {
+    throw new DerError(`${what}: "${text}" is not a valid time`);
+  }
+  return d.getTime();
+}

@@ -1,7 +1,9 @@
 /**
  * Public surface of `identity`: identity material (trust anchor, issuer), the CA's Certify
  * logic, ServiceAccount tokens, issuer hot reload, the workload side (key, CSR, renewal) and
- * certificate inspection. The only module that imports `@peculiar/x509`.
+ * certificate inspection. The only module that uses `@peculiar/x509`, and only to create CA
+ * certificates (`initIdentity`): it is loaded on first use, never by importing this module
+ * (the proxy imports it in every pod; see x509.ts).
  */
 
 export {

@@ -3,9 +3,10 @@
  * verifies against trust anchors.
  */
 import { MeshError } from '../shared/index.js';
-import { type ParsedCertificate, parseCertificatesPem, sansOf, verifyChain } from './chain.js';
+import { extensionOf, hasKeyUsageBit, KEY_USAGE_BITS, type ParsedCertificate, parseCertificatesPem, sansOf, verifyChain } from './chain.js';
+import { OIDS } from './csr.js';
+import { decode, expectChildren, readOid } from './der.js';
 import { describeKey } from './keys.js';
-import { OID, x509 } from './x509.js';
 
 /** One certificate, described. */
 export interface CertificateSummary {
@@ -37,30 +38,31 @@ export interface CertificateReport extends CertificateSummary {
 }
 
 const SAN_PREFIX: Readonly<Record<string, string>> = { dns: 'DNS', ip: 'IP', url: 'URI', email: 'email', upn: 'UPN', guid: 'GUID', id: 'RID' };
-const KEY_USAGE_NAMES: readonly [number, string][] = [
-  [x509.KeyUsageFlags.digitalSignature, 'digitalSignature'],
-  [x509.KeyUsageFlags.nonRepudiation, 'nonRepudiation'],
-  [x509.KeyUsageFlags.keyEncipherment, 'keyEncipherment'],
-  [x509.KeyUsageFlags.dataEncipherment, 'dataEncipherment'],
-  [x509.KeyUsageFlags.keyAgreement, 'keyAgreement'],
-  [x509.KeyUsageFlags.keyCertSign, 'keyCertSign'],
-  [x509.KeyUsageFlags.cRLSign, 'cRLSign'],
-];
+/** The keyUsage bits shown, in this order (encipherOnly and decipherOnly are not). */
+const KEY_USAGE_NAMES = ['digitalSignature', 'nonRepudiation', 'keyEncipherment', 'dataEncipherment', 'keyAgreement', 'keyCertSign', 'cRLSign'] as const;
 const EKU_NAMES: Readonly<Record<string, string>> = {
-  [x509.ExtendedKeyUsage.serverAuth]: 'serverAuth',
-  [x509.ExtendedKeyUsage.clientAuth]: 'clientAuth',
-  [x509.ExtendedKeyUsage.codeSigning]: 'codeSigning',
-  [x509.ExtendedKeyUsage.emailProtection]: 'emailProtection',
-  [x509.ExtendedKeyUsage.timeStamping]: 'timeStamping',
-  [x509.ExtendedKeyUsage.ocspSigning]: 'ocspSigning',
+  [OIDS.serverAuth]: 'serverAuth',
+  [OIDS.clientAuth]: 'clientAuth',
+  '1.3.6.1.5.5.7.3.3': 'codeSigning',
+  '1.3.6.1.5.5.7.3.4': 'emailProtection',
+  '1.3.6.1.5.5.7.3.8': 'timeStamping',
+  '1.3.6.1.5.5.7.3.9': 'ocspSigning',
 };
 
+/** The purposes of an extKeyUsage extension value (SEQUENCE OF OID), in order; unknown ones as dotted OIDs. */
+function extKeyUsageNames(valueDer: Uint8Array): string[] {
+  return expectChildren(decode(valueDer), 'extKeyUsage', 0, Number.MAX_SAFE_INTEGER).map((el) => {
+    const oid = readOid(el, 'extKeyUsage purpose');
+    return EKU_NAMES[oid] ?? oid;
+  });
+}
+
 function summarize(c: ParsedCertificate): CertificateSummary {
-  const ku = c.x.getExtension<x509.KeyUsagesExtension>(OID.keyUsage);
-  const eku = c.x.getExtension<x509.ExtendedKeyUsageExtension>(OID.extKeyUsage);
+  const ku = extensionOf(c, OIDS.keyUsage);
+  const eku = extensionOf(c, OIDS.extKeyUsage);
   return {
     subject: c.subject,
-    issuer: c.x.issuer,
+    issuer: c.issuer,
     sans: sansOf(c).map((n) => `${SAN_PREFIX[n.type] ?? n.type}:${n.value}`),
     notBefore: new Date(c.notBeforeMs).toISOString(),
     notAfter: new Date(c.notAfterMs).toISOString(),
@@ -68,8 +70,8 @@ function summarize(c: ParsedCertificate): CertificateSummary {
     isCa: c.node.ca,
     keyType: describeKey(c.node.publicKey),
     fingerprintSha256: c.node.fingerprint256,
-    keyUsage: ku === null ? [] : KEY_USAGE_NAMES.filter(([bit]) => (ku.usages & bit) !== 0).map(([, name]) => name),
-    extKeyUsage: eku === null ? [] : Array.from(eku.usages, (u) => EKU_NAMES[String(u)] ?? String(u)),
+    keyUsage: ku === undefined ? [] : KEY_USAGE_NAMES.filter((name) => hasKeyUsageBit(ku.value, KEY_USAGE_BITS[name])),
+    extKeyUsage: eku === undefined ? [] : extKeyUsageNames(eku.value),
   };
 }
 

@@ -11,8 +11,10 @@ import { generateEcKeyPair } from './keys.js';
 import { encodePem } from './pem.js';
 import { idOf, mkIdentityDir, mkThreeLevelDir, mustLoadIssuer, openssl, put, TempDirs } from './test-helpers.js';
 import { createCsr, generateWorkloadKey } from './workload.js';
-import { OID, x509 } from './x509.js';
+import { x509 as loadX509, OID, type X509 } from './x509.js';
 
+/** The library, for reference objects (tests may load it). */
+const x509 = loadX509();
 const dirs = new TempDirs();
 after(() => dirs.cleanup());
 
@@ -20,8 +22,8 @@ const HOUR = 3_600_000;
 const WEB = idOf('default', 'web');
 
 /** The `@peculiar/x509` leaf builder the DER encoder replaced, kept as the reference. */
-async function referenceLeaf(spec: LeafSpec, publicKey: x509.PublicKey, signer: Signer, serialHex: string): Promise<x509.X509Certificate> {
-  const ski = signer.cert.getExtension<x509.SubjectKeyIdentifierExtension>(OID.subjectKeyIdentifier);
+async function referenceLeaf(spec: LeafSpec, publicKey: X509.PublicKey, signer: Signer, serialHex: string): Promise<X509.X509Certificate> {
+  const ski = signer.cert.getExtension<X509.SubjectKeyIdentifierExtension>(OID.subjectKeyIdentifier);
   const aki = ski !== null ? new x509.AuthorityKeyIdentifierExtension(ski.keyId) : await x509.AuthorityKeyIdentifierExtension.create(signer.cert.publicKey);
   return x509.X509CertificateGenerator.create({
     serialNumber: serialHex,
@@ -58,7 +60,7 @@ before(async () => {
   csrDer = await createCsr(WEB, await generateWorkloadKey());
 });
 
-const signerOf = (i: Issuer): Signer => ({ cert: i.certificate, key: i.signingKey });
+const signerOf = (i: Issuer): Signer => ({ cert: new x509.X509Certificate(i.chainDer[0] as Uint8Array), key: i.signingKey });
 
 describe('createLeafCertificate', () => {
   it('encodes exactly the TBSCertificate the @peculiar/x509 builder did', async () => {

@@ -1,8 +1,9 @@
 /**
  * Certificate building: self-signed roots, intermediate CAs and end-entity certificates, all
- * ECDSA with SHA-256. CA certificates (rare) are built with `@peculiar/x509`; end-entity
- * certificates (the CA's hot path) with the DER encoder in `der.ts` and signed synchronously by
- * node:crypto, from parts precomputed once per issuer ({@link LeafSigner}).
+ * ECDSA with SHA-256. CA certificates (rare) are built with `@peculiar/x509`, loaded on first
+ * use (x509.ts); end-entity certificates (the CA's hot path) with the DER encoder in `der.ts`
+ * and signed synchronously by node:crypto, from parts precomputed once per issuer
+ * ({@link LeafSigner}).
  */
 import { createHash, type KeyObject, randomBytes, sign } from 'node:crypto';
 import { OIDS, readSpki } from './csr.js';
@@ -26,11 +27,15 @@ import {
   TAG,
   time,
 } from './der.js';
-import { type CryptoKey, OID, x509 } from './x509.js';
+import type { CryptoKey } from './keys.js';
+import { OID, type X509, x509 } from './x509.js';
 
-/** A signer: its certificate (for the issuer name and key identifier) and private key. */
+/**
+ * A signer: its certificate (for the issuer name and key identifier) and private key. For a
+ * loaded `Issuer`: `x509().X509Certificate` of `chainDer[0]`, and `signingKey`.
+ */
 export interface Signer {
-  readonly cert: x509.X509Certificate;
+  readonly cert: X509.X509Certificate;
   readonly key: CryptoKey;
 }
 
@@ -53,11 +58,12 @@ export function toCertTime(ms: number): Date {
   return new Date(Math.floor(ms / 1000) * 1000);
 }
 
-async function authorityKeyId(signer: x509.X509Certificate): Promise<x509.AuthorityKeyIdentifierExtension> {
+async function authorityKeyId(signer: X509.X509Certificate): Promise<X509.AuthorityKeyIdentifierExtension> {
+  const lib = x509();
   // Reuse the signer's own SKI when it has one: OpenSSL matches AKI against it byte for byte.
-  const ski = signer.getExtension<x509.SubjectKeyIdentifierExtension>(OID.subjectKeyIdentifier);
-  if (ski !== null) return new x509.AuthorityKeyIdentifierExtension(ski.keyId);
-  return x509.AuthorityKeyIdentifierExtension.create(signer.publicKey);
+  const ski = signer.getExtension<X509.SubjectKeyIdentifierExtension>(OID.subjectKeyIdentifier);
+  if (ski !== null) return new lib.AuthorityKeyIdentifierExtension(ski.keyId);
+  return lib.AuthorityKeyIdentifierExtension.create(signer.publicKey);
 }
 
 /** Parameters of a CA certificate. */
@@ -70,9 +76,10 @@ export interface CaSpec {
 }
 
 /** A self-signed root CA (basicConstraints CA critical, keyUsage keyCertSign+cRLSign critical). */
-export async function createRootCertificate(spec: CaSpec, keys: { privateKey: CryptoKey; publicKey: CryptoKey }): Promise<x509.X509Certificate> {
-  const ski = await x509.SubjectKeyIdentifierExtension.create(keys.publicKey);
-  return x509.X509CertificateGenerator.createSelfSigned({
+export async function createRootCertificate(spec: CaSpec, keys: { privateKey: CryptoKey; publicKey: CryptoKey }): Promise<X509.X509Certificate> {
+  const lib = x509();
+  const ski = await lib.SubjectKeyIdentifierExtension.create(keys.publicKey);
+  return lib.X509CertificateGenerator.createSelfSigned({
     serialNumber: randomSerial(),
     name: [{ CN: [spec.commonName] }],
     notBefore: toCertTime(spec.notBeforeMs),
@@ -80,17 +87,18 @@ export async function createRootCertificate(spec: CaSpec, keys: { privateKey: Cr
     keys,
     signingAlgorithm: SIGNING,
     extensions: [
-      new x509.BasicConstraintsExtension(true, spec.pathLength, true),
-      new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign, true),
+      new lib.BasicConstraintsExtension(true, spec.pathLength, true),
+      new lib.KeyUsagesExtension(lib.KeyUsageFlags.keyCertSign | lib.KeyUsageFlags.cRLSign, true),
       ski,
-      new x509.AuthorityKeyIdentifierExtension(ski.keyId),
+      new lib.AuthorityKeyIdentifierExtension(ski.keyId),
     ],
   });
 }
 
 /** An intermediate CA signed by `signer`. */
-export async function createIntermediateCertificate(spec: CaSpec, publicKey: CryptoKey, signer: Signer): Promise<x509.X509Certificate> {
-  return x509.X509CertificateGenerator.create({
+export async function createIntermediateCertificate(spec: CaSpec, publicKey: CryptoKey, signer: Signer): Promise<X509.X509Certificate> {
+  const lib = x509();
+  return lib.X509CertificateGenerator.create({
     serialNumber: randomSerial(),
     subject: [{ CN: [spec.commonName] }],
     issuer: signer.cert.subjectName,
@@ -100,9 +108,9 @@ export async function createIntermediateCertificate(spec: CaSpec, publicKey: Cry
     signingKey: signer.key,
     signingAlgorithm: SIGNING,
     extensions: [
-      new x509.BasicConstraintsExtension(true, spec.pathLength, true),
-      new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign, true),
-      await x509.SubjectKeyIdentifierExtension.create(publicKey),
+      new lib.BasicConstraintsExtension(true, spec.pathLength, true),
+      new lib.KeyUsagesExtension(lib.KeyUsageFlags.keyCertSign | lib.KeyUsageFlags.cRLSign, true),
+      await lib.SubjectKeyIdentifierExtension.create(publicKey),
       await authorityKeyId(signer.cert),
     ],
   });

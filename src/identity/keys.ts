@@ -5,7 +5,9 @@
 import { createPrivateKey, type KeyObject, webcrypto } from 'node:crypto';
 import { errorMessage } from '../shared/index.js';
 import { encodePem } from './pem.js';
-import type { CryptoKey } from './x509.js';
+
+/** A WebCrypto key (node:crypto's, since the DOM lib is not loaded). */
+export type CryptoKey = webcrypto.CryptoKey;
 
 /** The only curve ward generates keys on. */
 export const WORKLOAD_CURVE = 'P-256';

@@ -73,11 +73,12 @@ export async function mkCsr(opts: {
   signingAlgorithm?: { name: string; hash: string; namedCurve?: string };
 }): Promise<Uint8Array> {
   const keys = opts.keys ?? (await generateEcKeyPair());
-  const csr = await x509.Pkcs10CertificateRequestGenerator.create({
+  const lib = x509();
+  const csr = await lib.Pkcs10CertificateRequestGenerator.create({
     ...(opts.cn !== undefined ? { name: [{ CN: [opts.cn] }] } : {}),
     keys,
     signingAlgorithm: opts.signingAlgorithm ?? ECDSA_P256_SHA256,
-    extensions: opts.sans !== undefined && opts.sans.length > 0 ? [new x509.SubjectAlternativeNameExtension(opts.sans)] : [],
+    extensions: opts.sans !== undefined && opts.sans.length > 0 ? [new lib.SubjectAlternativeNameExtension(opts.sans)] : [],
   });
   return new Uint8Array(csr.rawData);
 }
@@ -132,7 +133,7 @@ export async function mkThreeLevelDir(dirs: TempDirs, opts: { now?: number; inte
 export async function rotateIssuer(dir: string, opts: { write?: boolean; commonName?: string } = {}): Promise<{ certPem: string; keyPem: string }> {
   const anchorPem = readFileSync(join(dir, IDENTITY_FILES.anchorCert), 'utf8');
   const anchorKey = await toSigningKey(createPrivateKey(readFileSync(join(dir, IDENTITY_FILES.anchorKey), 'utf8')));
-  const anchor = new x509.X509Certificate(anchorPem);
+  const anchor = new (x509().X509Certificate)(anchorPem);
   const keys = await generateEcKeyPair();
   const now = Date.now();
   const cert = await createIntermediateCertificate(

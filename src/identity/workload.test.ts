@@ -1,11 +1,15 @@
 import assert from 'node:assert/strict';
-import { createPrivateKey, X509Certificate } from 'node:crypto';
+import { spawnSync } from 'node:child_process';
+import { createPrivateKey, KeyObject, verify, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { connect, createServer, type TLSSocket } from 'node:tls';
 import { Backoff } from '../shared/index.js';
 import type { CertificateAuthority, CertifyRequest, CertifyResult } from './certify.js';
+import { OIDS, parseCsr } from './csr.js';
+import { ECDSA_P256_SHA256 } from './keys.js';
+import { encodePem } from './pem.js';
 import { idOf, mkCa, mkCsr, mkIdentityDir, nextCall, openssl, put, TempDirs, tokenFor } from './test-helpers.js';
 import {
   createCsr,
@@ -16,8 +20,10 @@ import {
   WorkloadIdentity,
   type WorkloadIdentityOptions,
 } from './workload.js';
-import { x509 } from './x509.js';
+import { x509 as loadX509, type X509 } from './x509.js';
 
+/** The library, for reference objects (tests may load it). */
+const x509 = loadX509();
 const dirs = new TempDirs();
 const started: WorkloadIdentity[] = [];
 after(() => {
@@ -99,11 +105,67 @@ describe('createCsr', () => {
     const csr = new x509.Pkcs10CertificateRequest(der);
     assert.equal(csr.subject, `CN=${WEB}`);
     assert.equal(await csr.verify(), true);
-    const san = new x509.SubjectAlternativeNameExtension((csr.getExtension('2.5.29.17') as x509.Extension).rawData);
+    const san = new x509.SubjectAlternativeNameExtension((csr.getExtension('2.5.29.17') as X509.Extension).rawData);
     assert.deepEqual(san.names.toJSON(), [{ type: 'dns', value: WEB }]);
     const text = openssl(['req', '-inform', 'DER', '-in', put(dirs.make(), 'csr.der', der), '-noout', '-verify', '-text']);
     assert.equal(text.status, 0, text.output);
     assert.match(text.output, /ASN1 OID: prime256v1/);
+  });
+
+  it('is read by parseCsr and verified by openssl (PEM), with the SAN shown', async () => {
+    const key = await generateWorkloadKey();
+    const der = await createCsr(WEB, key);
+    const csr = parseCsr(der);
+    assert.deepEqual(csr.commonNames, [WEB]);
+    assert.deepEqual(csr.subjectAltNames, [[{ type: 'dns', value: WEB }]]);
+    assert.deepEqual(
+      csr.extensions.map((e) => [e.oid, e.critical]),
+      [[OIDS.subjectAltName, false]],
+    );
+    assert.equal(csr.signatureAlgorithm, OIDS.ecdsaWithSha256);
+    assert.ok(verify('sha256', csr.infoDer, { key: KeyObject.from(key.publicKey), dsaEncoding: 'der' }, csr.signature));
+    // openssl reports the verification on stderr (the helper keeps only stdout on success).
+    const req = (pem: string) =>
+      spawnSync('openssl', ['req', '-in', put(dirs.make(), 'csr.pem', pem), '-noout', '-verify', '-text'], { encoding: 'utf8', timeout: 10_000 });
+    const shown = req(encodePem('CERTIFICATE REQUEST', der));
+    assert.equal(shown.status, 0, shown.stderr);
+    assert.match(shown.stderr, /self-signature verify OK/);
+    const name = WEB.replaceAll('.', '\\.');
+    assert.match(shown.stdout, new RegExp(`Subject: CN = ${name}\n`));
+    assert.match(shown.stdout, new RegExp(`Requested Extensions:\\s+X509v3 Subject Alternative Name: \\s+DNS:${name}\n`));
+    assert.match(shown.stdout, /Signature Algorithm: ecdsa-with-SHA256/);
+    // The check bites: the same request with one byte of the signed part changed does not verify.
+    const tampered = der.slice();
+    const at = Buffer.from(tampered).indexOf(Buffer.from('web.default'));
+    tampered[at] = 'W'.charCodeAt(0);
+    // (openssl 3.0 exits 0 either way, hence the checks on its message.)
+    const bad = req(encodePem('CERTIFICATE REQUEST', tampered));
+    assert.match(bad.stderr, /self-signature verify failure/);
+    assert.doesNotMatch(bad.stderr, /verify OK/);
+  });
+
+  it('encodes exactly the request info the @peculiar/x509 generator did', async () => {
+    for (const identity of [WEB, 'under_score.example', `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.svc.cluster.local`]) {
+      const key = await generateWorkloadKey();
+      const reference = await x509.Pkcs10CertificateRequestGenerator.create({
+        name: [{ CN: [identity] }],
+        keys: key,
+        signingAlgorithm: ECDSA_P256_SHA256,
+        extensions: [new x509.SubjectAlternativeNameExtension([{ type: 'dns', value: identity }])],
+      });
+      const der = await createCsr(identity, key);
+      const ours = parseCsr(der);
+      const theirs = parseCsr(new Uint8Array(reference.rawData));
+      assert.equal(Buffer.from(ours.infoDer).toString('hex'), Buffer.from(theirs.infoDer).toString('hex'), identity);
+      assert.equal(ours.signatureAlgorithm, theirs.signatureAlgorithm);
+      const parsed = new x509.Pkcs10CertificateRequest(der);
+      assert.equal(await parsed.verify(), true);
+      assert.equal(parsed.subject, `CN=${identity}`);
+    }
+  });
+
+  it('refuses an identity that is not ASCII (a dNSName is an IA5String)', async () => {
+    await assert.rejects(createCsr('wéb.example', await generateWorkloadKey()), RangeError);
   });
 });
 

@@ -3,13 +3,14 @@
  * ECDSA P-256 key generated once at start, a CSR with CN = DNS SAN = the identity, and a
  * certificate obtained from the CA and renewed before it expires.
  */
-import { webcrypto } from 'node:crypto';
+import { KeyObject, sign, webcrypto } from 'node:crypto';
 import { Backoff, errorMessage, type Logger, MeshError, silentLogger, type Timers, UNREF_TIMERS } from '../shared/index.js';
 import type { CertifyErrorCode, CertifyRequest, CertifyResult } from './certify.js';
 import { dnsNamesOf, type ParsedCertificate, parseCertificate, parseCertificatesPem, verifyChain } from './chain.js';
-import { ECDSA_P256_SHA256, type EcKeyPair, generateEcKeyPair, privateKeyToPem } from './keys.js';
+import { OIDS } from './csr.js';
+import { bitString, directoryString, explicit, ia5Content, implicitPrimitive, integer, octetString, oid, sequence, set } from './der.js';
+import { type EcKeyPair, generateEcKeyPair, privateKeyToPem } from './keys.js';
 import { certificatesToPem, encodePem } from './pem.js';
-import { x509 } from './x509.js';
 
 /** A workload's key pair and its PKCS#8 PEM (for node:tls). */
 export interface WorkloadKey extends EcKeyPair {
@@ -22,15 +23,25 @@ export async function generateWorkloadKey(): Promise<WorkloadKey> {
   return { ...pair, keyPem: await privateKeyToPem(pair.privateKey) };
 }
 
-/** A DER PKCS#10 request for `identity` (CN = the single DNS SAN = identity), signed with `key`. */
+const ECDSA_WITH_SHA256 = sequence(oid(OIDS.ecdsaWithSha256));
+
+/**
+ * A DER PKCS#10 request (RFC 2986) for `identity` (CN = the single DNS SAN = identity), signed
+ * ECDSA with SHA-256 by `key`: the same bytes `@peculiar/x509`'s generator produced, up to the
+ * signature. Throws `RangeError` when `identity` is not 7-bit ASCII (a DNS name must be).
+ */
 export async function createCsr(identity: string, key: EcKeyPair): Promise<Uint8Array> {
-  const csr = await x509.Pkcs10CertificateRequestGenerator.create({
-    name: [{ CN: [identity] }],
-    keys: key,
-    signingAlgorithm: ECDSA_P256_SHA256,
-    extensions: [new x509.SubjectAlternativeNameExtension([{ type: 'dns', value: identity }])],
-  });
-  return new Uint8Array(csr.rawData);
+  const spki = new Uint8Array(await webcrypto.subtle.exportKey('spki', key.publicKey));
+  const subjectAltName = sequence(implicitPrimitive(2, ia5Content(identity)));
+  const info = sequence(
+    integer(0),
+    sequence(set(sequence(oid(OIDS.commonName), directoryString(identity)))),
+    spki,
+    // attributes [0] IMPLICIT SET OF Attribute: one extensionRequest with one (non-critical) extension.
+    explicit(0, sequence(oid(OIDS.extensionRequest), set(sequence(sequence(oid(OIDS.subjectAltName), octetString(subjectAltName)))))),
+  );
+  const signature = sign('sha256', info, { key: KeyObject.from(key.privateKey), dsaEncoding: 'der' });
+  return sequence(info, ECDSA_WITH_SHA256, bitString(signature));
 }
 
 /** The credentials a workload presents, as PEM for `tls.createSecureContext`. */

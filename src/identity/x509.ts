@@ -1,22 +1,36 @@
 /**
- * The one place `@peculiar/x509` is imported. The library resolves its services through
- * tsyringe, which throws at import time unless `reflect-metadata` has been loaded first, so the
- * polyfill import must stay above it. Every other file of this module imports `x509` from here.
+ * The one place `@peculiar/x509` is loaded, lazily: only creating the self-signed root and
+ * intermediate CA certificates (`ward identity init`, tests) needs it. The library and what it
+ * pulls in (reflect-metadata, tsyringe, the asn1 schema packages: ~230 CommonJS modules, ~20 MB
+ * of RSS) must stay out of the proxy, which imports this module's public surface in every pod;
+ * everything else reads and writes DER itself (der.ts). Types come from `import type`, which is
+ * erased, so importing this file loads nothing.
  */
-import 'reflect-metadata';
 import { webcrypto } from 'node:crypto';
-import * as x509 from '@peculiar/x509';
+import { createRequire } from 'node:module';
+import type * as X509 from '@peculiar/x509';
 
-// Node's WebCrypto, explicitly: the library's default is `globalThis.crypto`, which a test
-// runner or polyfill could replace.
-x509.cryptoProvider.set(webcrypto);
+export type { X509 };
 
-export { x509 };
+let loaded: typeof X509 | undefined;
 
-/** A WebCrypto key (node:crypto's, since the DOM lib is not loaded). */
-export type CryptoKey = webcrypto.CryptoKey;
+/** The library, loaded on first use (synchronously, through its CommonJS build). */
+export function x509(): typeof X509 {
+  if (loaded === undefined) {
+    const require = createRequire(import.meta.url);
+    // The library resolves its services through tsyringe, which throws at load time unless
+    // the reflect-metadata polyfill has been loaded first, so it must be required before it.
+    require('reflect-metadata');
+    const lib = require('@peculiar/x509') as typeof X509;
+    // Node's WebCrypto, explicitly: the library's default is `globalThis.crypto`, which a test
+    // runner or polyfill could replace.
+    lib.cryptoProvider.set(webcrypto);
+    loaded = lib;
+  }
+  return loaded;
+}
 
-/** OIDs of the extensions read from CSRs (`Pkcs10CertificateRequest.getExtension` accepts only OID strings). */
+/** OIDs of the extensions the library is asked for (`getExtension` accepts only OID strings). */
 export const OID = {
   subjectAltName: '2.5.29.17',
   basicConstraints: '2.5.29.19',
