@@ -19,6 +19,11 @@ const SERVER_POD_IP = '127.0.0.1';
 const CLIENT_POD_IP = '127.0.0.2';
 const START_TIMEOUT_MS = 30_000;
 const WARD_BIN = new URL('../bin/ward.js', import.meta.url).pathname;
+/**
+ * Extra node options for the two proxies, space-separated (`WARD_BENCH_PROXY_NODE_ARGS`), e.g.
+ * `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile them under the bench's load.
+ */
+const PROXY_NODE_ARGS = (process.env.WARD_BENCH_PROXY_NODE_ARGS ?? '').split(' ').filter((a) => a !== '');
 const idOf = (ns: string, sa: string) => `${sa}.${ns}.serviceaccount.identity.linkerd.cluster.local`;
 
 /** The client workload's mesh identity. */
@@ -176,7 +181,8 @@ export async function startWardMesh(dir: string, apps: AppPorts): Promise<WardMe
     for (const p of started.reverse()) await p.stop();
   };
   const ward = (name: string, args: readonly string[]): LoggedChild => {
-    const p = spawnLogged(name, process.execPath, [WARD_BIN, ...args], join(dir, `${name}.log`));
+    const nodeArgs = args[0] === 'proxy' ? PROXY_NODE_ARGS : [];
+    const p = spawnLogged(name, process.execPath, [...nodeArgs, WARD_BIN, ...args], join(dir, `${name}.log`));
     started.push(p);
     return p;
   };

@@ -57,7 +57,11 @@ import { type AppPorts, SERVICE_AUTHORITY, startWardMesh, type WardMesh } from '
 const HOST = '127.0.0.1';
 const RATE_PER_SEC = 1000;
 const QUICK = process.env.WARD_BENCH_MESH_QUICK === '1';
-const FIXED = QUICK ? { warmupMs: 1000, measureMs: 3000 } : { warmupMs: 3000, measureMs: 10_000 };
+/** Fixed-rate rounds per path and protocol, interleaved across the paths (see measureProtocol). */
+const FIXED_ROUNDS = QUICK ? 1 : 3;
+const FIXED = QUICK ? { warmupMs: 1000, measureMs: 3000 } : { warmupMs: 3000, measureMs: 6000 };
+/** The warm-up of the later rounds (the connections and code are warm by then). */
+const FIXED_NEXT_WARMUP_MS = 1000;
 const SATURATION = QUICK ? { concurrency: 32, warmupMs: 500, measureMs: 2000 } : { concurrency: 32, warmupMs: 1000, measureMs: 8000 };
 /** HTTP/1 keep-alive connections and TCP connections per client (the fixed-rate runs use few of them). */
 const CONNECTIONS = 32;
@@ -85,10 +89,8 @@ interface Path {
   readonly proxyPids: readonly number[];
 }
 
-interface Measured {
-  readonly path: PathName;
-  readonly protocol: Protocol;
-  readonly load: LoadName;
+/** One measured run of a path, protocol and load. */
+interface Run {
   readonly stats: LoadStats;
   /** [outbound, inbound]; empty for direct. */
   readonly proxies: readonly ProcessUsage[];
@@ -99,11 +101,24 @@ interface Measured {
   readonly otherCpuPct: number;
 }
 
+/** The runs of one path, protocol and load: {@link FIXED_ROUNDS} interleaved rounds at the fixed rate, one saturation run. */
+interface Measured {
+  readonly path: PathName;
+  readonly protocol: Protocol;
+  readonly load: LoadName;
+  readonly runs: readonly Run[];
+}
+
 const log = (line: string): void => {
   process.stderr.write(`${line}\n`);
 };
 const round = (n: number, digits = 3): number => Math.round(n * 10 ** digits) / 10 ** digits;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const median = (values: readonly number[]): number => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length === 0 ? Number.NaN : sorted.length % 2 === 1 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
+};
 
 /** The apps process and its ports. */
 interface Apps {
@@ -146,13 +161,16 @@ function clientFor(protocol: Protocol, route: Route): Promise<LoadClient> {
   return tcpClient(route, CONNECTIONS);
 }
 
-/** Both runs of one path and protocol on one client; `benchPids` are all processes the bench started (and itself). */
-async function measure(path: Path, protocol: Protocol, route: Route, appsPid: number, benchPids: readonly number[]): Promise<Measured[]> {
-  const client = await clientFor(protocol, route);
-  const measured = (load: LoadName, stats: LoadStats, probe: ProcessProbe): Measured => ({
-    path: path.name,
-    protocol,
-    load,
+/**
+ * Every path's runs for one protocol, each path on its own client (connected once, proven by a
+ * first request). The fixed-rate rounds alternate between the paths (direct, ward, nginx,
+ * direct, ...), so that a disturbance of the machine, or a slow drift, falls on every path
+ * alike rather than on whichever ran then; the saturation runs follow. `benchPids` are all
+ * processes the bench started (and itself).
+ */
+async function measureProtocol(protocol: Protocol, paths: readonly Path[], appsPid: number, benchPids: readonly number[]): Promise<Measured[]> {
+  const clients: { path: Path; client: LoadClient }[] = [];
+  const run = (path: Path, stats: LoadStats, probe: ProcessProbe): Run => ({
     stats,
     proxies: path.proxyPids.map((pid) => probe.usage(pid)),
     app: probe.usage(appsPid),
@@ -160,47 +178,79 @@ async function measure(path: Path, protocol: Protocol, route: Route, appsPid: nu
     otherCpuPct: probe.machineCpuPct() - probe.totalCpuPct(),
   });
   try {
-    // A first request proves the path before a run counts anything.
-    await client.request();
-    const name = `${path.name}/${protocol}`;
-    log(`mesh: ${name}/${RATE_PER_SEC}rps (${FIXED.warmupMs / 1000} s warm-up + ${FIXED.measureMs / 1000} s) ...`);
-    const fixedProbe = new ProcessProbe(benchPids);
-    const fixed = await runFixedRate(client, { ratePerSec: RATE_PER_SEC, ...FIXED, hooks: fixedProbe });
-    log(`mesh: ${name}/max (closed loop, ${SATURATION.concurrency} in flight, ${SATURATION.measureMs / 1000} s) ...`);
-    const satProbe = new ProcessProbe(benchPids);
-    const max = await runClosedLoop(client, { ...SATURATION, hooks: satProbe });
-    return [measured(`${RATE_PER_SEC}rps`, fixed, fixedProbe), measured('max', max, satProbe)];
+    for (const path of paths) {
+      const route = path.routes[protocol];
+      if (route === undefined) continue;
+      const client = await clientFor(protocol, route);
+      clients.push({ path, client });
+      await client.request();
+    }
+    const fixed = new Map<Path, Run[]>(clients.map(({ path }) => [path, []]));
+    for (let r = 0; r < FIXED_ROUNDS; r++) {
+      const timing = r === 0 ? FIXED : { ...FIXED, warmupMs: FIXED_NEXT_WARMUP_MS };
+      for (const { path, client } of clients) {
+        log(
+          `mesh: ${path.name}/${protocol}/${RATE_PER_SEC}rps round ${r + 1}/${FIXED_ROUNDS} (${timing.warmupMs / 1000} s warm-up + ${timing.measureMs / 1000} s) ...`,
+        );
+        const probe = new ProcessProbe(benchPids);
+        fixed.get(path)?.push(run(path, await runFixedRate(client, { ratePerSec: RATE_PER_SEC, ...timing, hooks: probe }), probe));
+      }
+    }
+    const measured: Measured[] = [];
+    for (const { path, client } of clients) {
+      log(`mesh: ${path.name}/${protocol}/max (closed loop, ${SATURATION.concurrency} in flight, ${SATURATION.measureMs / 1000} s) ...`);
+      const probe = new ProcessProbe(benchPids);
+      const max = run(path, await runClosedLoop(client, { ...SATURATION, hooks: probe }), probe);
+      measured.push(
+        { path: path.name, protocol, load: `${RATE_PER_SEC}rps`, runs: fixed.get(path) ?? [] },
+        { path: path.name, protocol, load: 'max', runs: [max] },
+      );
+    }
+    return measured;
   } finally {
-    client.close();
+    for (const { client } of clients) client.close();
   }
 }
 
-/** The result row of one measurement; `direct` is the same protocol and load on the direct path. */
+/**
+ * The result row of one measurement; `direct` is the same protocol and load on the direct path.
+ * With several rounds, `p50Ms`/`p99Ms` are the medians of the rounds' quantiles and the added
+ * latencies the medians of each round's difference to the direct path's same round (listed in
+ * `addedP99MsRounds`); resources are the peak RSS and the mean CPU over the rounds.
+ */
 function resultOf(m: Measured, direct: Measured | undefined): BenchResult {
-  const p50 = quantile(m.stats.sortedMs, 0.5);
-  const p99 = quantile(m.stats.sortedMs, 0.99);
+  const q = (run: Run, p: number) => quantile(run.stats.sortedMs, p);
+  const p50 = median(m.runs.map((r) => q(r, 0.5)));
+  const p99 = median(m.runs.map((r) => q(r, 0.99)));
+  const rps = median(m.runs.map((r) => r.stats.rps));
+  const mean = (f: (r: Run) => number) => m.runs.reduce((a, r) => a + f(r), 0) / m.runs.length;
   const out: Record<string, string | number | boolean | null> = {
     name: `${m.path}/${m.protocol}/${m.load}`,
     nsPerOp: null,
-    opsPerSec: Math.round(m.stats.rps),
+    opsPerSec: Math.round(rps),
     p50Ms: round(p50),
     p99Ms: round(p99),
-    rps: Math.round(m.stats.rps),
+    rps: Math.round(rps),
   };
-  const [outbound, inbound] = m.proxies;
-  if (outbound !== undefined && inbound !== undefined) {
-    const dP50 = direct === undefined ? Number.NaN : p50 - quantile(direct.stats.sortedMs, 0.5);
-    const dP99 = direct === undefined ? Number.NaN : p99 - quantile(direct.stats.sortedMs, 0.99);
+  const first = m.runs[0];
+  if (first !== undefined && first.proxies.length === 2) {
+    const added = (p: number) => m.runs.map((r, i) => (direct?.runs[i] === undefined ? Number.NaN : q(r, p) - q(direct.runs[i] as Run, p)));
+    const addedP99 = added(0.99);
+    const dP50 = median(added(0.5));
+    const dP99 = median(addedP99);
+    const peak = (i: number) => Math.max(...m.runs.map((r) => (r.proxies[i] as ProcessUsage).peakRssMb));
+    const cpu = (i: number) => mean((r) => (r.proxies[i] as ProcessUsage).cpuPct);
     Object.assign(out, {
       addedP50Ms: round(dP50),
       addedP99Ms: round(dP99),
-      rssMb: round(outbound.peakRssMb + inbound.peakRssMb, 1),
-      cpuPct: round(outbound.cpuPct + inbound.cpuPct, 1),
-      outboundRssMb: round(outbound.peakRssMb, 1),
-      inboundRssMb: round(inbound.peakRssMb, 1),
-      outboundCpuPct: round(outbound.cpuPct, 1),
-      inboundCpuPct: round(inbound.cpuPct, 1),
+      rssMb: round(peak(0) + peak(1), 1),
+      cpuPct: round(cpu(0) + cpu(1), 1),
+      outboundRssMb: round(peak(0), 1),
+      inboundRssMb: round(peak(1), 1),
+      outboundCpuPct: round(cpu(0), 1),
+      inboundCpuPct: round(cpu(1), 1),
     });
+    if (m.runs.length > 1) out.addedP99MsRounds = addedP99.map((v) => round(v)).join(' ');
     if (m.path === 'ward' && m.load !== 'max') {
       out.targetMs = TARGET_ADDED_P50_MS;
       out.targetP99Ms = TARGET_ADDED_P99_MS;
@@ -208,13 +258,19 @@ function resultOf(m: Measured, direct: Measured | undefined): BenchResult {
     }
   }
   Object.assign(out, {
-    appCpuPct: round(m.app.cpuPct, 1),
-    loadCpuPct: round(m.generator.cpuPct, 1),
-    otherCpuPct: round(Math.max(0, m.otherCpuPct), 1),
-    samples: m.stats.sortedMs.length,
-    errors: m.stats.errors,
+    appCpuPct: round(
+      mean((r) => r.app.cpuPct),
+      1,
+    ),
+    loadCpuPct: round(
+      mean((r) => r.generator.cpuPct),
+      1,
+    ),
+    otherCpuPct: round(Math.max(0, ...m.runs.map((r) => r.otherCpuPct)), 1),
+    samples: m.runs.reduce((a, r) => a + r.stats.sortedMs.length, 0),
+    errors: m.runs.reduce((a, r) => a + r.stats.errors, 0),
   });
-  if (m.load !== 'max') out.lagP99Ms = round(m.stats.lagP99Ms);
+  if (m.load !== 'max') out.lagP99Ms = round(Math.max(...m.runs.map((r) => r.stats.lagP99Ms)));
   return out as BenchResult;
 }
 
@@ -345,17 +401,13 @@ export async function runMeshSuite(): Promise<BenchResult[]> {
     const appsPid = apps.child.pid as number;
     const benchPids = [process.pid, appsPid, ward.controller.pid, ...paths.flatMap((p) => p.proxyPids)];
     const measured: Measured[] = [];
-    for (const protocol of PROTOCOLS) {
-      for (const path of paths) {
-        const route = path.routes[protocol];
-        if (route !== undefined) measured.push(...(await measure(path, protocol, route, appsPid, benchPids)));
-      }
-    }
-    const busy = measured.filter((m) => m.otherCpuPct > OTHER_CPU_WARN_PCT);
+    for (const protocol of PROTOCOLS) measured.push(...(await measureProtocol(protocol, paths, appsPid, benchPids)));
+    const runs = measured.flatMap((m) => m.runs);
+    const busy = runs.filter((r) => r.otherCpuPct > OTHER_CPU_WARN_PCT);
     if (busy.length > 0) {
       log(
-        `mesh: WARNING: processes outside the bench used > ${OTHER_CPU_WARN_PCT} % CPU during ${busy.length} of ${measured.length} runs ` +
-          `(up to ${Math.round(Math.max(...busy.map((m) => m.otherCpuPct)))} %, see otherCpuPct): those figures are disturbed`,
+        `mesh: WARNING: processes outside the bench used > ${OTHER_CPU_WARN_PCT} % CPU during ${busy.length} of ${runs.length} runs ` +
+          `(up to ${Math.round(Math.max(...busy.map((r) => r.otherCpuPct)))} %, see otherCpuPct): those figures are disturbed`,
       );
     }
     const direct = (m: Measured) => measured.find((d) => d.path === 'direct' && d.protocol === m.protocol && d.load === m.load);
