@@ -12,6 +12,7 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { IDENTITY_FILES, initIdentity, mintToken } from '../src/identity/index.js';
+import { PROXY_NODE_OPTIONS } from '../src/proxy/index.js';
 import { type LoggedChild, spawnLogged, waitFor, waitForLog } from './mesh-proc.js';
 
 const HOST = '127.0.0.1';
@@ -20,8 +21,9 @@ const CLIENT_POD_IP = '127.0.0.2';
 const START_TIMEOUT_MS = 30_000;
 const WARD_BIN = new URL('../bin/ward.js', import.meta.url).pathname;
 /**
- * Extra node options for the two proxies, space-separated (`WARD_BENCH_PROXY_NODE_ARGS`), e.g.
- * `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile them under the bench's load.
+ * Extra node options for the two proxies (after `PROXY_NODE_OPTIONS`, which they run with as `ward up`
+ * starts them), space-separated (`WARD_BENCH_PROXY_NODE_ARGS`), e.g. `--cpu-prof
+ * --cpu-prof-dir=/tmp/prof` to profile them under the bench's load.
  */
 const PROXY_NODE_ARGS = (process.env.WARD_BENCH_PROXY_NODE_ARGS ?? '').split(' ').filter((a) => a !== '');
 const idOf = (ns: string, sa: string) => `${sa}.${ns}.serviceaccount.identity.linkerd.cluster.local`;
@@ -181,7 +183,7 @@ export async function startWardMesh(dir: string, apps: AppPorts): Promise<WardMe
     for (const p of started.reverse()) await p.stop();
   };
   const ward = (name: string, args: readonly string[]): LoggedChild => {
-    const nodeArgs = args[0] === 'proxy' ? PROXY_NODE_ARGS : [];
+    const nodeArgs = args[0] === 'proxy' ? [...PROXY_NODE_OPTIONS, ...PROXY_NODE_ARGS] : [];
     const p = spawnLogged(name, process.execPath, [...nodeArgs, WARD_BIN, ...args], join(dir, `${name}.log`));
     started.push(p);
     return p;

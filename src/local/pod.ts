@@ -8,7 +8,7 @@
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { mintToken, type ProbeSpec } from '../controller/index.js';
-import { ADMIN_POLICY_PORT, DEFAULT_MESH_PORT } from '../proxy/index.js';
+import { ADMIN_POLICY_PORT, DEFAULT_MESH_PORT, PROXY_NODE_OPTIONS } from '../proxy/index.js';
 import { NODE_ADDRESS } from './addresses.js';
 import { type DenialLog, parseDenial } from './denials.js';
 import { OUTBOUND_PORT, withoutHostProxies } from './env.js';
@@ -182,8 +182,11 @@ export class LocalPod {
       }
     }, TOKEN_REFRESH_MS);
     this.#tokenTimer.unref();
+    const [node, ...wardRest] = this.#d.wardArgv;
     const argv = [
-      ...this.#d.wardArgv,
+      node as string,
+      ...PROXY_NODE_OPTIONS,
+      ...wardRest,
       'proxy',
       '--workload',
       this.key,

@@ -12,6 +12,7 @@ export * from './metrics-identity.js';
 export * from './metrics-inbound.js';
 export * from './metrics-labels.js';
 export * from './metrics-transport.js';
+export { PROXY_NODE_OPTIONS } from './node-options.js';
 export * from './original-dst.js';
 export * from './outbound-balancer.js';
 export * from './outbound-connector.js';
