@@ -11,8 +11,9 @@
  *   with a warning when that fails.
  *
  * For each protocol (HTTP/1.1 keep-alive, gRPC on one HTTP/2 session, opaque TCP 64-byte
- * ping-pong) and path: an open-loop run at {@link RATE_PER_SEC} (latency from the scheduled send
- * time) and a closed-loop saturation run (bench/mesh-load.ts). Results are named
+ * ping-pong) and path: {@link FIXED_ROUNDS} open-loop rounds at {@link RATE_PER_SEC} (latency
+ * from the scheduled send time), interleaved across the paths, and a closed-loop saturation run
+ * (bench/mesh-load.ts). Results are named
  * `<path>/<protocol>/<load>` (`ward/http1/1000rps`, `nginx/grpc/max`, ...) with `p50Ms`, `p99Ms`,
  * `rps`, and for proxied paths the latency added over `direct` at the same load (`addedP50Ms`,
  * `addedP99Ms`) and the pair's resources during the measured window: `rssMb` (sum of both
