@@ -2,8 +2,10 @@
 // `npm run gen:proto [-- --output DIR]`: regenerates src/api/gen from proto/ with ts-proto, run by
 // buf as a local plugin (buf.gen.yaml). buf is installed on demand (see ensure-tool.mjs).
 // A second run generates examples/emojivoto/services/gen from the example's own protos with the
-// same plugin and options; its template is derived here rather than kept in a second YAML file,
-// because `ward up examples/emojivoto` reads every YAML file below the example as a manifest.
+// same plugin and options, except that its services are grpc-js stubs (the example's apps are
+// grpc-js clients and servers; src/api/gen has plain definitions). Its template is derived here
+// rather than kept in a second YAML file, because `ward up examples/emojivoto` reads every YAML
+// file below the example as a manifest.
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
@@ -20,9 +22,11 @@ function buf(args) {
 }
 
 const template = parse(readFileSync('buf.gen.yaml', 'utf8'));
+/** The example's plugin options: buf.gen.yaml's, with grpc-js service stubs. */
+const exampleOpt = (opt) => [...opt.filter((o) => !o.startsWith('outputServices=')), 'outputServices=grpc-js'];
 const example = {
   ...template,
-  plugins: template.plugins.map((p) => ({ ...p, out: EXAMPLE_GEN })),
+  plugins: template.plugins.map((p) => ({ ...p, out: EXAMPLE_GEN, opt: exampleOpt(p.opt ?? []) })),
   inputs: [{ directory: EXAMPLE_PROTO }],
 };
 const status = buf([]);

@@ -4,19 +4,19 @@
  */
 
 import { type DestinationEvent, destinationEventFromWire } from './destination-wire.js';
-import { DestinationClient as GeneratedClient } from './gen/destination.js';
-import { channelSettings, type GrpcConnectOptions } from './grpc-client.js';
-import { consumeStream, type StreamHandlers } from './stream-handlers.js';
+import { DestinationDefinition } from './gen/destination.js';
+import type { GrpcConnectOptions } from './grpc-client.js';
+import { H2GrpcClient } from './h2-grpc-client.js';
+import type { StreamHandlers } from './stream-handlers.js';
 import type { WireResult } from './wire-result.js';
 
 /** A connection to a destination server. */
 export class DestinationClient {
-  readonly #client: GeneratedClient;
+  readonly #client: H2GrpcClient;
 
-  /** Creates the channel (it connects lazily, on the first call). */
+  /** Creates the client (it connects lazily, on the first call). */
   constructor(opts: GrpcConnectOptions) {
-    const { credentials, options } = channelSettings(opts);
-    this.#client = new GeneratedClient(opts.address, credentials, options);
+    this.#client = new H2GrpcClient(opts);
   }
 
   /**
@@ -24,15 +24,18 @@ export class DestinationClient {
    * are delivered as `{ ok: false }`. Returns the cancel function.
    */
   get(path: string, handlers: StreamHandlers<WireResult<DestinationEvent>>, contextToken = ''): () => void {
-    const call = this.#client.get({ scheme: 'k8s', path, contextToken });
-    return consumeStream(
-      call,
-      (m) => handlers.onMessage(destinationEventFromWire(m)),
-      (e) => handlers.onEnd(e),
+    return this.#client.serverStream(
+      DestinationDefinition,
+      DestinationDefinition.methods.get,
+      { scheme: 'k8s', path, contextToken },
+      {
+        onMessage: (m) => handlers.onMessage(destinationEventFromWire(m)),
+        onEnd: (e) => handlers.onEnd(e),
+      },
     );
   }
 
-  /** Closes the channel. */
+  /** Closes the connection; open streams end with CANCELLED (unless cancelled). */
   close(): void {
     this.#client.close();
   }

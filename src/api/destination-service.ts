@@ -3,11 +3,12 @@
  * function: each call resolves the requested path once, then streams one `Update` per event
  * until the client cancels or the server shuts down.
  */
-import { type ServerWritableStream, status } from '@grpc/grpc-js';
+import type { ServerWritableStream } from '@grpc/grpc-js';
 import { errorMessage } from '../shared/index.js';
 import { type DestinationEvent, destinationEventToWire } from './destination-wire.js';
-import { type DestinationServer, DestinationService, type GetDestination, type Update } from './gen/destination.js';
-import type { GrpcServiceBinding } from './grpc-service.js';
+import { DestinationDefinition, type GetDestination, type Update } from './gen/destination.js';
+import { statusCode } from './grpc-error.js';
+import { type GrpcServiceBinding, grpcJsDefinition } from './grpc-service.js';
 
 /** A destination lookup as received. */
 export interface DestinationRequest {
@@ -41,11 +42,11 @@ export function destinationService(resolve: DestinationResolver): GrpcServiceBin
     try {
       sub = resolve({ path: call.request.path, contextToken: call.request.contextToken });
     } catch (e) {
-      call.emit('error', { code: status.INTERNAL, details: errorMessage(e) });
+      call.emit('error', { code: statusCode('INTERNAL'), details: errorMessage(e) });
       return;
     }
     if (!sub.ok) {
-      call.emit('error', { code: status[sub.code], details: sub.message });
+      call.emit('error', { code: statusCode(sub.code), details: sub.message });
       return;
     }
 
@@ -64,7 +65,7 @@ export function destinationService(resolve: DestinationResolver): GrpcServiceBin
       if (cleanup()) call.end();
     };
     const fail = (e: unknown): void => {
-      if (cleanup()) call.emit('error', { code: status.INTERNAL, details: errorMessage(e) });
+      if (cleanup()) call.emit('error', { code: statusCode('INTERNAL'), details: errorMessage(e) });
     };
     // Deltas cannot be coalesced, so events are buffered by the stream when the client is slow.
     const send = (e: DestinationEvent): void => {
@@ -90,11 +91,10 @@ export function destinationService(resolve: DestinationResolver): GrpcServiceBin
     }
   };
 
-  const implementation: DestinationServer = { get };
   return {
-    serviceName: 'io.linkerd.proxy.destination.Destination',
-    definition: DestinationService,
-    implementation,
+    serviceName: DestinationDefinition.fullName,
+    definition: grpcJsDefinition(DestinationDefinition),
+    implementation: { get } satisfies Record<keyof typeof DestinationDefinition.methods, unknown>,
     closeStreams: () => {
       for (const end of [...streams]) end();
     },

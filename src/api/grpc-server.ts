@@ -1,9 +1,14 @@
 /**
  * Starts a grpc-js server for a set of service bindings, insecure or TLS (optionally mutual),
  * with a certificate that can be replaced while running, and a graceful `close`.
+ *
+ * grpc-js is loaded on the first `startGrpcServer`, not when this module is imported: the proxy
+ * imports `api` for its clients (which speak HTTP/2 themselves) and must not carry grpc-js.
  */
+import { createRequire } from 'node:module';
 import { createSecureContext } from 'node:tls';
-import { experimental, Server, ServerCredentials } from '@grpc/grpc-js';
+import type * as GrpcJs from '@grpc/grpc-js';
+import type { experimental, ServerCredentials } from '@grpc/grpc-js';
 import { errorMessage, MeshError } from '../shared/index.js';
 import type { GrpcServiceBinding } from './grpc-service.js';
 
@@ -95,6 +100,14 @@ class MutableCertificates implements experimental.CertificateProvider {
   }
 }
 
+let grpcJs: typeof GrpcJs | undefined;
+
+/** grpc-js, loaded on first use. */
+function loadGrpcJs(): typeof GrpcJs {
+  grpcJs ??= createRequire(import.meta.url)('@grpc/grpc-js') as typeof GrpcJs;
+  return grpcJs;
+}
+
 function hostPort(host: string, port: number): string {
   return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
 }
@@ -102,6 +115,7 @@ function hostPort(host: string, port: number): string {
 /** Binds and starts a server; rejects when the address cannot be bound or the TLS material does not load. */
 export async function startGrpcServer(opts: GrpcServerOptions): Promise<GrpcServerHandle> {
   if (opts.tls !== undefined) checkTls(opts.tls);
+  const { experimental, Server, ServerCredentials } = loadGrpcJs();
   const server = new Server();
   for (const s of opts.services) server.addService(s.definition, s.implementation);
 

@@ -2,11 +2,10 @@
  * Client of `io.linkerd.proxy.identity.Identity/Certify`: what a workload uses to obtain its
  * certificate.
  */
-import { Metadata } from '@grpc/grpc-js';
-import { type ClientCallOptions, grpcCallOptions } from './call-options.js';
-import { IdentityClient as GeneratedClient } from './gen/identity.js';
-import { channelSettings, type GrpcConnectOptions } from './grpc-client.js';
-import { grpcErrorFrom } from './grpc-error.js';
+import type { ClientCallOptions } from './call-options.js';
+import { IdentityDefinition } from './gen/identity.js';
+import type { GrpcConnectOptions } from './grpc-client.js';
+import { H2GrpcClient } from './h2-grpc-client.js';
 import type { CertifyInput } from './identity-service.js';
 
 /** An issued certificate. */
@@ -21,33 +20,25 @@ export interface CertifyResult {
 
 /** A connection to an identity server. */
 export class IdentityClient {
-  readonly #client: GeneratedClient;
+  readonly #client: H2GrpcClient;
 
-  /** Creates the channel (it connects lazily, on the first call). */
+  /** Creates the client (it connects lazily, on the first call). */
   constructor(opts: GrpcConnectOptions) {
-    const { credentials, options } = channelSettings(opts);
-    this.#client = new GeneratedClient(opts.address, credentials, options);
+    this.#client = new H2GrpcClient(opts);
   }
 
   /** Requests a certificate; rejects with `GrpcError` (code as chosen by the server, §5.4). */
-  certify(req: CertifyInput, opts?: ClientCallOptions): Promise<CertifyResult> {
-    return new Promise((resolve, reject) => {
-      this.#client.certify(
-        { identity: req.identity, token: req.token, certificateSigningRequest: req.csrDer },
-        new Metadata(),
-        grpcCallOptions(opts),
-        (err, res) => {
-          if (err !== null) {
-            reject(grpcErrorFrom(err));
-            return;
-          }
-          resolve({ leafDer: res.leafCertificate, chainDer: res.intermediateCertificates, validUntilMs: res.validUntil?.getTime() ?? Number.NaN });
-        },
-      );
-    });
+  async certify(req: CertifyInput, opts?: ClientCallOptions): Promise<CertifyResult> {
+    const res = await this.#client.unary(
+      IdentityDefinition,
+      IdentityDefinition.methods.certify,
+      { identity: req.identity, token: req.token, certificateSigningRequest: req.csrDer },
+      opts,
+    );
+    return { leafDer: res.leafCertificate, chainDer: res.intermediateCertificates, validUntilMs: res.validUntil?.getTime() ?? Number.NaN };
   }
 
-  /** Closes the channel. */
+  /** Closes the connection; an open call fails with CANCELLED. */
   close(): void {
     this.#client.close();
   }

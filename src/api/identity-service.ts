@@ -3,10 +3,11 @@
  * supplied by the identity module: the request is handed over as plain bytes, the outcome mapped
  * to a `CertifyResponse` or to the status code the function chose.
  */
-import { type ServerUnaryCall, type sendUnaryData, status } from '@grpc/grpc-js';
+import type { ServerUnaryCall, sendUnaryData } from '@grpc/grpc-js';
 import { errorMessage } from '../shared/index.js';
-import { type CertifyRequest, type CertifyResponse, type IdentityServer, IdentityService } from './gen/identity.js';
-import type { GrpcServiceBinding } from './grpc-service.js';
+import { type CertifyRequest, type CertifyResponse, IdentityDefinition } from './gen/identity.js';
+import { statusCode } from './grpc-error.js';
+import { type GrpcServiceBinding, grpcJsDefinition } from './grpc-service.js';
 
 /** A certificate signing request as received. */
 export interface CertifyInput {
@@ -45,20 +46,24 @@ export function identityService(certify: CertifyFunction): GrpcServiceBinding {
     try {
       result = certify({ identity: req.identity, token: req.token, csrDer: req.certificateSigningRequest });
     } catch (e) {
-      callback({ code: status.INTERNAL, details: errorMessage(e) });
+      callback({ code: statusCode('INTERNAL'), details: errorMessage(e) });
       return;
     }
     result.then(
       (out) => {
         if (!out.ok) {
-          callback({ code: status[out.code], details: out.message });
+          callback({ code: statusCode(out.code), details: out.message });
           return;
         }
         callback(null, { leafCertificate: out.leafDer, intermediateCertificates: [...out.chainDer], validUntil: new Date(out.validUntilMs) });
       },
-      (e: unknown) => callback({ code: status.INTERNAL, details: errorMessage(e) }),
+      (e: unknown) => callback({ code: statusCode('INTERNAL'), details: errorMessage(e) }),
     );
   };
-  const implementation: IdentityServer = { certify: certifyHandler };
-  return { serviceName: 'io.linkerd.proxy.identity.Identity', definition: IdentityService, implementation, closeStreams: () => {} };
+  return {
+    serviceName: IdentityDefinition.fullName,
+    definition: grpcJsDefinition(IdentityDefinition),
+    implementation: { certify: certifyHandler } satisfies Record<keyof typeof IdentityDefinition.methods, unknown>,
+    closeStreams: () => {},
+  };
 }

@@ -3,31 +3,30 @@
  * `ward diagnostics policy` uses to ask a controller.
  */
 
-import { Metadata } from '@grpc/grpc-js';
 import type { InboundServer } from '../core/index.js';
-import { type ClientCallOptions, grpcCallOptions } from './call-options.js';
-import { InboundServerPoliciesClient as GeneratedClient, type Server } from './gen/inbound.js';
-import { channelSettings, type GrpcConnectOptions } from './grpc-client.js';
-import { GrpcError, grpcErrorFrom } from './grpc-error.js';
+import type { ClientCallOptions } from './call-options.js';
+import { InboundServerPoliciesDefinition, type Server } from './gen/inbound.js';
+import type { GrpcConnectOptions } from './grpc-client.js';
+import { GrpcError } from './grpc-error.js';
+import { H2GrpcClient } from './h2-grpc-client.js';
 import { serverFromWire } from './inbound-wire.js';
-import { consumeStream, type StreamHandlers } from './stream-handlers.js';
+import type { StreamHandlers } from './stream-handlers.js';
 import type { WireResult } from './wire-result.js';
+
+const { getPort, watchPort } = InboundServerPoliciesDefinition.methods;
 
 /** A connection to an inbound policy server. */
 export class InboundPolicyClient {
-  readonly #client: GeneratedClient;
+  readonly #client: H2GrpcClient;
 
-  /** Creates the channel (it connects lazily, on the first call). */
+  /** Creates the client (it connects lazily, on the first call). */
   constructor(opts: GrpcConnectOptions) {
-    const { credentials, options } = channelSettings(opts);
-    this.#client = new GeneratedClient(opts.address, credentials, options);
+    this.#client = new H2GrpcClient(opts);
   }
 
   /** The raw `Server` message of a workload port; rejects with `GrpcError`. */
   getPortWire(workload: string, port: number, opts?: ClientCallOptions): Promise<Server> {
-    return new Promise((resolve, reject) => {
-      this.#client.getPort({ workload, port }, new Metadata(), grpcCallOptions(opts), (err, res) => (err === null ? resolve(res) : reject(grpcErrorFrom(err))));
-    });
+    return this.#client.unary(InboundServerPoliciesDefinition, getPort, { workload, port }, opts);
   }
 
   /** The policy of a workload port; rejects with `GrpcError` (an invalid message is `INTERNAL`). */
@@ -43,15 +42,18 @@ export class InboundPolicyClient {
    * policy. Returns the cancel function.
    */
   watchPort(workload: string, port: number, handlers: StreamHandlers<WireResult<InboundServer>>): () => void {
-    const call = this.#client.watchPort({ workload, port });
-    return consumeStream(
-      call,
-      (m) => handlers.onMessage(serverFromWire(m)),
-      (e) => handlers.onEnd(e),
+    return this.#client.serverStream(
+      InboundServerPoliciesDefinition,
+      watchPort,
+      { workload, port },
+      {
+        onMessage: (m) => handlers.onMessage(serverFromWire(m)),
+        onEnd: (e) => handlers.onEnd(e),
+      },
     );
   }
 
-  /** Closes the channel; open calls fail with CANCELLED/UNAVAILABLE. */
+  /** Closes the connection; open calls fail with CANCELLED (streams: `onEnd`, unless cancelled). */
   close(): void {
     this.#client.close();
   }

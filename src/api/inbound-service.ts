@@ -5,11 +5,12 @@
  * Requests are validated by `lookupPort` (INVALID_ARGUMENT / NOT_FOUND); anything unexpected is
  * INTERNAL and never takes the server down.
  */
-import { type ServerUnaryCall, type ServerWritableStream, type sendUnaryData, status } from '@grpc/grpc-js';
+import type { ServerUnaryCall, ServerWritableStream, sendUnaryData } from '@grpc/grpc-js';
 import type { InboundServer } from '../core/index.js';
 import { errorMessage } from '../shared/index.js';
-import { type InboundServerPoliciesServer, InboundServerPoliciesService, type PortSpec, Server } from './gen/inbound.js';
-import type { GrpcServiceBinding } from './grpc-service.js';
+import { InboundServerPoliciesDefinition, type PortSpec, Server } from './gen/inbound.js';
+import { statusCode } from './grpc-error.js';
+import { type GrpcServiceBinding, grpcJsDefinition, grpcJsMethod } from './grpc-service.js';
 import { type InboundDiscovery, lookupPort, peekPort } from './inbound-lookup.js';
 import { serverToWire } from './inbound-wire.js';
 
@@ -61,12 +62,12 @@ export function inboundPolicyService(discovery: InboundDiscovery<WatchableCell>,
     try {
       const r = peekPort(discovery, call.request.workload, call.request.port);
       if (r.code !== 'OK') {
-        callback({ code: status[r.code], details: r.message });
+        callback({ code: statusCode(r.code), details: r.message });
         return;
       }
       callback(null, serverToWire(r.cell.value));
     } catch (e) {
-      callback({ code: status.INTERNAL, details: errorMessage(e) });
+      callback({ code: statusCode('INTERNAL'), details: errorMessage(e) });
     }
   };
 
@@ -75,12 +76,12 @@ export function inboundPolicyService(discovery: InboundDiscovery<WatchableCell>,
     try {
       const r = lookupPort(discovery, call.request.workload, call.request.port);
       if (r.code !== 'OK') {
-        call.emit('error', { code: status[r.code], details: r.message });
+        call.emit('error', { code: statusCode(r.code), details: r.message });
         return;
       }
       cell = r.cell;
     } catch (e) {
-      call.emit('error', { code: status.INTERNAL, details: errorMessage(e) });
+      call.emit('error', { code: statusCode('INTERNAL'), details: errorMessage(e) });
       return;
     }
 
@@ -101,7 +102,7 @@ export function inboundPolicyService(discovery: InboundDiscovery<WatchableCell>,
       return true;
     };
     const fail = (e: unknown): void => {
-      if (cleanup()) call.emit('error', { code: status.INTERNAL, details: errorMessage(e) });
+      if (cleanup()) call.emit('error', { code: statusCode('INTERNAL'), details: errorMessage(e) });
     };
     const send = (value: InboundServer, initial = false): void => {
       if (closed) return;
@@ -157,17 +158,16 @@ export function inboundPolicyService(discovery: InboundDiscovery<WatchableCell>,
     }
   };
 
-  const implementation: InboundServerPoliciesServer = { getPort, watchPort };
   return {
-    serviceName: 'io.linkerd.proxy.inbound.InboundServerPolicies',
+    serviceName: InboundServerPoliciesDefinition.fullName,
     definition: {
-      ...InboundServerPoliciesService,
+      ...grpcJsDefinition(InboundServerPoliciesDefinition),
       watchPort: {
-        ...InboundServerPoliciesService.watchPort,
+        ...grpcJsMethod(InboundServerPoliciesDefinition, InboundServerPoliciesDefinition.methods.watchPort),
         responseSerialize: (value: Server | Buffer): Buffer => (Buffer.isBuffer(value) ? value : Buffer.from(Server.encode(value).finish())),
       },
     },
-    implementation,
+    implementation: { getPort, watchPort } satisfies Record<keyof typeof InboundServerPoliciesDefinition.methods, unknown>,
     closeStreams: () => {
       for (const w of [...watches]) w.end();
     },

@@ -1,7 +1,9 @@
 /**
  * Public surface of `api`: the Linkerd-compatible wire API (POLICY-SEMANTICS §5) — core <-> wire
  * mapping, gRPC servers and clients, and the generated messages. The only module importing
- * grpc-js; nothing here requires callers to.
+ * grpc-js; nothing here requires callers to. The servers are grpc-js, loaded on the first
+ * `startGrpcServer`; the clients speak gRPC over node:http2, so importing this module (as the
+ * proxy does) does not load grpc-js.
  */
 
 export type { ClientCallOptions } from './call-options.js';

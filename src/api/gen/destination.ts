@@ -3,19 +3,8 @@
 
 /* eslint-disable */
 import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
-import {
-  type CallOptions,
-  type ChannelCredentials,
-  Client,
-  type ClientOptions,
-  type ClientReadableStream,
-  type handleServerStreamingCall,
-  makeGenericClientConstructor,
-  type Metadata,
-  type UntypedServiceImplementation,
-} from "@grpc/grpc-js";
 import { Duration } from "./google/protobuf/duration.js";
-import { Metadata as Metadata1 } from "./meta.js";
+import { Metadata } from "./meta.js";
 import { TcpAddress } from "./net.js";
 
 export const protobufPackage = "io.linkerd.proxy.destination";
@@ -67,7 +56,7 @@ export interface WeightedAddr {
   protocolHint?: ProtocolHint | undefined;
   authorityOverride?: AuthorityOverride | undefined;
   http2?: Http2ClientParams | undefined;
-  resourceRef?: Metadata1 | undefined;
+  resourceRef?: Metadata | undefined;
 }
 
 export interface WeightedAddr_MetricLabelsEntry {
@@ -699,7 +688,7 @@ export const WeightedAddr: MessageFns<WeightedAddr> = {
       Http2ClientParams.encode(message.http2, writer.uint32(66).fork()).join();
     }
     if (message.resourceRef !== undefined) {
-      Metadata1.encode(message.resourceRef, writer.uint32(74).fork()).join();
+      Metadata.encode(message.resourceRef, writer.uint32(74).fork()).join();
     }
     return writer;
   },
@@ -781,7 +770,7 @@ export const WeightedAddr: MessageFns<WeightedAddr> = {
               break;
             }
 
-            message.resourceRef = Metadata1.decode(reader, reader.uint32());
+            message.resourceRef = Metadata.decode(reader, reader.uint32());
             continue;
           }
         }
@@ -844,9 +833,9 @@ export const WeightedAddr: MessageFns<WeightedAddr> = {
         : undefined,
       http2: isSet(object.http2) ? Http2ClientParams.fromJSON(object.http2) : undefined,
       resourceRef: isSet(object.resourceRef)
-        ? Metadata1.fromJSON(object.resourceRef)
+        ? Metadata.fromJSON(object.resourceRef)
         : isSet(object.resource_ref)
-        ? Metadata1.fromJSON(object.resource_ref)
+        ? Metadata.fromJSON(object.resource_ref)
         : undefined,
     };
   },
@@ -881,7 +870,7 @@ export const WeightedAddr: MessageFns<WeightedAddr> = {
       obj.http2 = Http2ClientParams.toJSON(message.http2);
     }
     if (message.resourceRef !== undefined) {
-      obj.resourceRef = Metadata1.toJSON(message.resourceRef);
+      obj.resourceRef = Metadata.toJSON(message.resourceRef);
     }
     return obj;
   },
@@ -917,7 +906,7 @@ export const WeightedAddr: MessageFns<WeightedAddr> = {
       ? Http2ClientParams.fromPartial(object.http2)
       : undefined;
     message.resourceRef = (object.resourceRef !== undefined && object.resourceRef !== null)
-      ? Metadata1.fromPartial(object.resourceRef)
+      ? Metadata.fromPartial(object.resourceRef)
       : undefined;
     return message;
   },
@@ -2176,39 +2165,22 @@ export const Http2ClientParams_Internals: MessageFns<Http2ClientParams_Internals
 };
 
 /** Resolves a destination to a stream of endpoint updates. */
-export type DestinationService = typeof DestinationService;
-export const DestinationService = {
-  /** The endpoints of a destination: an initial message, then one per change. */
-  get: {
-    path: "/io.linkerd.proxy.destination.Destination/Get" as const,
-    requestStream: false as const,
-    responseStream: true as const,
-    requestSerialize: (value: GetDestination): Buffer => Buffer.from(GetDestination.encode(value).finish()),
-    requestDeserialize: (value: Buffer): GetDestination => GetDestination.decode(value),
-    responseSerialize: (value: Update): Buffer => Buffer.from(Update.encode(value).finish()),
-    responseDeserialize: (value: Buffer): Update => Update.decode(value),
+export type DestinationDefinition = typeof DestinationDefinition;
+export const DestinationDefinition = {
+  name: "Destination",
+  fullName: "io.linkerd.proxy.destination.Destination",
+  methods: {
+    /** The endpoints of a destination: an initial message, then one per change. */
+    get: {
+      name: "Get",
+      requestType: GetDestination as typeof GetDestination,
+      requestStream: false,
+      responseType: Update as typeof Update,
+      responseStream: true,
+      options: {},
+    },
   },
 } as const;
-
-export interface DestinationServer extends UntypedServiceImplementation {
-  /** The endpoints of a destination: an initial message, then one per change. */
-  get: handleServerStreamingCall<GetDestination, Update>;
-}
-
-export interface DestinationClient extends Client {
-  /** The endpoints of a destination: an initial message, then one per change. */
-  get(request: GetDestination, options?: Partial<CallOptions>): ClientReadableStream<Update>;
-  get(request: GetDestination, metadata?: Metadata, options?: Partial<CallOptions>): ClientReadableStream<Update>;
-}
-
-export const DestinationClient = makeGenericClientConstructor(
-  DestinationService,
-  "io.linkerd.proxy.destination.Destination",
-) as unknown as {
-  new (address: string, credentials: ChannelCredentials, options?: Partial<ClientOptions>): DestinationClient;
-  service: typeof DestinationService;
-  serviceName: string;
-};
 
 type Builtin = Date | Function | Uint8Array | string | number | boolean | bigint | undefined;
 

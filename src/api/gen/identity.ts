@@ -3,18 +3,6 @@
 
 /* eslint-disable */
 import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
-import {
-  type CallOptions,
-  type ChannelCredentials,
-  Client,
-  type ClientOptions,
-  type ClientUnaryCall,
-  type handleUnaryCall,
-  makeGenericClientConstructor,
-  type Metadata,
-  type ServiceError,
-  type UntypedServiceImplementation,
-} from "@grpc/grpc-js";
 import { Timestamp } from "./google/protobuf/timestamp.js";
 
 export const protobufPackage = "io.linkerd.proxy.identity";
@@ -258,52 +246,22 @@ export const CertifyResponse: MessageFns<CertifyResponse> = {
 };
 
 /** Served by the identity CA (port 8080). */
-export type IdentityService = typeof IdentityService;
-export const IdentityService = {
-  /** Signs a short-lived certificate for the requested identity. */
-  certify: {
-    path: "/io.linkerd.proxy.identity.Identity/Certify" as const,
-    requestStream: false as const,
-    responseStream: false as const,
-    requestSerialize: (value: CertifyRequest): Buffer => Buffer.from(CertifyRequest.encode(value).finish()),
-    requestDeserialize: (value: Buffer): CertifyRequest => CertifyRequest.decode(value),
-    responseSerialize: (value: CertifyResponse): Buffer => Buffer.from(CertifyResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): CertifyResponse => CertifyResponse.decode(value),
+export type IdentityDefinition = typeof IdentityDefinition;
+export const IdentityDefinition = {
+  name: "Identity",
+  fullName: "io.linkerd.proxy.identity.Identity",
+  methods: {
+    /** Signs a short-lived certificate for the requested identity. */
+    certify: {
+      name: "Certify",
+      requestType: CertifyRequest as typeof CertifyRequest,
+      requestStream: false,
+      responseType: CertifyResponse as typeof CertifyResponse,
+      responseStream: false,
+      options: {},
+    },
   },
 } as const;
-
-export interface IdentityServer extends UntypedServiceImplementation {
-  /** Signs a short-lived certificate for the requested identity. */
-  certify: handleUnaryCall<CertifyRequest, CertifyResponse>;
-}
-
-export interface IdentityClient extends Client {
-  /** Signs a short-lived certificate for the requested identity. */
-  certify(
-    request: CertifyRequest,
-    callback: (error: ServiceError | null, response: CertifyResponse) => void,
-  ): ClientUnaryCall;
-  certify(
-    request: CertifyRequest,
-    metadata: Metadata,
-    callback: (error: ServiceError | null, response: CertifyResponse) => void,
-  ): ClientUnaryCall;
-  certify(
-    request: CertifyRequest,
-    metadata: Metadata,
-    options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: CertifyResponse) => void,
-  ): ClientUnaryCall;
-}
-
-export const IdentityClient = makeGenericClientConstructor(
-  IdentityService,
-  "io.linkerd.proxy.identity.Identity",
-) as unknown as {
-  new (address: string, credentials: ChannelCredentials, options?: Partial<ClientOptions>): IdentityClient;
-  service: typeof IdentityService;
-  serviceName: string;
-};
 
 function bytesFromBase64(b64: string): Uint8Array {
   if ((globalThis as any).Buffer) {

@@ -3,20 +3,6 @@
 
 /* eslint-disable */
 import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
-import {
-  type CallOptions,
-  type ChannelCredentials,
-  Client,
-  type ClientOptions,
-  type ClientReadableStream,
-  type ClientUnaryCall,
-  type handleServerStreamingCall,
-  type handleUnaryCall,
-  makeGenericClientConstructor,
-  type Metadata,
-  type ServiceError,
-  type UntypedServiceImplementation,
-} from "@grpc/grpc-js";
 import { Duration } from "./google/protobuf/duration.js";
 import { GrpcFailureInjector, GrpcRouteMatch } from "./grpc_route.js";
 import {
@@ -26,7 +12,7 @@ import {
   RequestHeaderModifier,
   RequestRedirect,
 } from "./http_route.js";
-import { Metadata as Metadata1 } from "./meta.js";
+import { Metadata } from "./meta.js";
 import { IPAddress, IPNetwork } from "./net.js";
 
 export const protobufPackage = "io.linkerd.proxy.inbound";
@@ -109,7 +95,7 @@ export interface Authz {
     | undefined;
   /** Deprecated in favour of `metadata`, still set for older proxies. */
   labels: { [key: string]: string };
-  metadata?: Metadata1 | undefined;
+  metadata?: Metadata | undefined;
 }
 
 export interface Authz_LabelsEntry {
@@ -162,7 +148,7 @@ export interface IdentitySuffix {
 /** An inbound HTTP route with route-level authorizations. */
 export interface HttpRoute {
   metadata?:
-    | Metadata1
+    | Metadata
     | undefined;
   /** Empty matches any host. */
   hosts: HostMatch[];
@@ -186,7 +172,7 @@ export interface HttpRoute_Filter {
 
 /** An inbound gRPC route with route-level authorizations. */
 export interface GrpcRoute {
-  metadata?: Metadata1 | undefined;
+  metadata?: Metadata | undefined;
   hosts: HostMatch[];
   authorizations: Authz[];
   rules: GrpcRoute_Rule[];
@@ -207,7 +193,7 @@ export interface GrpcRoute_Filter {
 /** Per-server HTTP request rate limits (HTTPLocalRateLimitPolicy). */
 export interface HttpLocalRateLimit {
   metadata?:
-    | Metadata1
+    | Metadata
     | undefined;
   /** Limit over all clients. */
   total?:
@@ -1228,7 +1214,7 @@ export const Authz: MessageFns<Authz> = {
       Authz_LabelsEntry.encode({ key: key as any, value }, writer.uint32(26).fork()).join();
     });
     if (message.metadata !== undefined) {
-      Metadata1.encode(message.metadata, writer.uint32(34).fork()).join();
+      Metadata.encode(message.metadata, writer.uint32(34).fork()).join();
     }
     return writer;
   },
@@ -1278,7 +1264,7 @@ export const Authz: MessageFns<Authz> = {
               break;
             }
 
-            message.metadata = Metadata1.decode(reader, reader.uint32());
+            message.metadata = Metadata.decode(reader, reader.uint32());
             continue;
           }
         }
@@ -1311,7 +1297,7 @@ export const Authz: MessageFns<Authz> = {
           {},
         )
         : {},
-      metadata: isSet(object.metadata) ? Metadata1.fromJSON(object.metadata) : undefined,
+      metadata: isSet(object.metadata) ? Metadata.fromJSON(object.metadata) : undefined,
     };
   },
 
@@ -1333,7 +1319,7 @@ export const Authz: MessageFns<Authz> = {
       }
     }
     if (message.metadata !== undefined) {
-      obj.metadata = Metadata1.toJSON(message.metadata);
+      obj.metadata = Metadata.toJSON(message.metadata);
     }
     return obj;
   },
@@ -1357,7 +1343,7 @@ export const Authz: MessageFns<Authz> = {
       {},
     );
     message.metadata = (object.metadata !== undefined && object.metadata !== null)
-      ? Metadata1.fromPartial(object.metadata)
+      ? Metadata.fromPartial(object.metadata)
       : undefined;
     return message;
   },
@@ -2039,7 +2025,7 @@ function createBaseHttpRoute(): HttpRoute {
 export const HttpRoute: MessageFns<HttpRoute> = {
   encode(message: HttpRoute, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.metadata !== undefined) {
-      Metadata1.encode(message.metadata, writer.uint32(10).fork()).join();
+      Metadata.encode(message.metadata, writer.uint32(10).fork()).join();
     }
     for (const v of message.hosts) {
       HostMatch.encode(v!, writer.uint32(18).fork()).join();
@@ -2071,7 +2057,7 @@ export const HttpRoute: MessageFns<HttpRoute> = {
               break;
             }
 
-            message.metadata = Metadata1.decode(reader, reader.uint32());
+            message.metadata = Metadata.decode(reader, reader.uint32());
             continue;
           }
           case 2: {
@@ -2112,7 +2098,7 @@ export const HttpRoute: MessageFns<HttpRoute> = {
 
   fromJSON(object: any): HttpRoute {
     return {
-      metadata: isSet(object.metadata) ? Metadata1.fromJSON(object.metadata) : undefined,
+      metadata: isSet(object.metadata) ? Metadata.fromJSON(object.metadata) : undefined,
       hosts: globalThis.Array.isArray(object?.hosts) ? object.hosts.map((e: any) => HostMatch.fromJSON(e)) : [],
       authorizations: globalThis.Array.isArray(object?.authorizations)
         ? object.authorizations.map((e: any) => Authz.fromJSON(e))
@@ -2124,7 +2110,7 @@ export const HttpRoute: MessageFns<HttpRoute> = {
   toJSON(message: HttpRoute): unknown {
     const obj: any = {};
     if (message.metadata !== undefined) {
-      obj.metadata = Metadata1.toJSON(message.metadata);
+      obj.metadata = Metadata.toJSON(message.metadata);
     }
     if (message.hosts?.length) {
       obj.hosts = message.hosts.map((e) => HostMatch.toJSON(e));
@@ -2144,7 +2130,7 @@ export const HttpRoute: MessageFns<HttpRoute> = {
   fromPartial<I extends Exact<DeepPartial<HttpRoute>, I>>(object: I): HttpRoute {
     const message = createBaseHttpRoute();
     message.metadata = (object.metadata !== undefined && object.metadata !== null)
-      ? Metadata1.fromPartial(object.metadata)
+      ? Metadata.fromPartial(object.metadata)
       : undefined;
     message.hosts = object.hosts?.map((e) => HostMatch.fromPartial(e)) || [];
     message.authorizations = object.authorizations?.map((e) => Authz.fromPartial(e)) || [];
@@ -2381,7 +2367,7 @@ function createBaseGrpcRoute(): GrpcRoute {
 export const GrpcRoute: MessageFns<GrpcRoute> = {
   encode(message: GrpcRoute, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.metadata !== undefined) {
-      Metadata1.encode(message.metadata, writer.uint32(10).fork()).join();
+      Metadata.encode(message.metadata, writer.uint32(10).fork()).join();
     }
     for (const v of message.hosts) {
       HostMatch.encode(v!, writer.uint32(18).fork()).join();
@@ -2413,7 +2399,7 @@ export const GrpcRoute: MessageFns<GrpcRoute> = {
               break;
             }
 
-            message.metadata = Metadata1.decode(reader, reader.uint32());
+            message.metadata = Metadata.decode(reader, reader.uint32());
             continue;
           }
           case 2: {
@@ -2454,7 +2440,7 @@ export const GrpcRoute: MessageFns<GrpcRoute> = {
 
   fromJSON(object: any): GrpcRoute {
     return {
-      metadata: isSet(object.metadata) ? Metadata1.fromJSON(object.metadata) : undefined,
+      metadata: isSet(object.metadata) ? Metadata.fromJSON(object.metadata) : undefined,
       hosts: globalThis.Array.isArray(object?.hosts) ? object.hosts.map((e: any) => HostMatch.fromJSON(e)) : [],
       authorizations: globalThis.Array.isArray(object?.authorizations)
         ? object.authorizations.map((e: any) => Authz.fromJSON(e))
@@ -2466,7 +2452,7 @@ export const GrpcRoute: MessageFns<GrpcRoute> = {
   toJSON(message: GrpcRoute): unknown {
     const obj: any = {};
     if (message.metadata !== undefined) {
-      obj.metadata = Metadata1.toJSON(message.metadata);
+      obj.metadata = Metadata.toJSON(message.metadata);
     }
     if (message.hosts?.length) {
       obj.hosts = message.hosts.map((e) => HostMatch.toJSON(e));
@@ -2486,7 +2472,7 @@ export const GrpcRoute: MessageFns<GrpcRoute> = {
   fromPartial<I extends Exact<DeepPartial<GrpcRoute>, I>>(object: I): GrpcRoute {
     const message = createBaseGrpcRoute();
     message.metadata = (object.metadata !== undefined && object.metadata !== null)
-      ? Metadata1.fromPartial(object.metadata)
+      ? Metadata.fromPartial(object.metadata)
       : undefined;
     message.hosts = object.hosts?.map((e) => HostMatch.fromPartial(e)) || [];
     message.authorizations = object.authorizations?.map((e) => Authz.fromPartial(e)) || [];
@@ -2702,7 +2688,7 @@ function createBaseHttpLocalRateLimit(): HttpLocalRateLimit {
 export const HttpLocalRateLimit: MessageFns<HttpLocalRateLimit> = {
   encode(message: HttpLocalRateLimit, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.metadata !== undefined) {
-      Metadata1.encode(message.metadata, writer.uint32(10).fork()).join();
+      Metadata.encode(message.metadata, writer.uint32(10).fork()).join();
     }
     if (message.total !== undefined) {
       HttpLocalRateLimit_Limit.encode(message.total, writer.uint32(18).fork()).join();
@@ -2734,7 +2720,7 @@ export const HttpLocalRateLimit: MessageFns<HttpLocalRateLimit> = {
               break;
             }
 
-            message.metadata = Metadata1.decode(reader, reader.uint32());
+            message.metadata = Metadata.decode(reader, reader.uint32());
             continue;
           }
           case 2: {
@@ -2775,7 +2761,7 @@ export const HttpLocalRateLimit: MessageFns<HttpLocalRateLimit> = {
 
   fromJSON(object: any): HttpLocalRateLimit {
     return {
-      metadata: isSet(object.metadata) ? Metadata1.fromJSON(object.metadata) : undefined,
+      metadata: isSet(object.metadata) ? Metadata.fromJSON(object.metadata) : undefined,
       total: isSet(object.total) ? HttpLocalRateLimit_Limit.fromJSON(object.total) : undefined,
       identity: isSet(object.identity) ? HttpLocalRateLimit_Limit.fromJSON(object.identity) : undefined,
       overrides: globalThis.Array.isArray(object?.overrides)
@@ -2787,7 +2773,7 @@ export const HttpLocalRateLimit: MessageFns<HttpLocalRateLimit> = {
   toJSON(message: HttpLocalRateLimit): unknown {
     const obj: any = {};
     if (message.metadata !== undefined) {
-      obj.metadata = Metadata1.toJSON(message.metadata);
+      obj.metadata = Metadata.toJSON(message.metadata);
     }
     if (message.total !== undefined) {
       obj.total = HttpLocalRateLimit_Limit.toJSON(message.total);
@@ -2807,7 +2793,7 @@ export const HttpLocalRateLimit: MessageFns<HttpLocalRateLimit> = {
   fromPartial<I extends Exact<DeepPartial<HttpLocalRateLimit>, I>>(object: I): HttpLocalRateLimit {
     const message = createBaseHttpLocalRateLimit();
     message.metadata = (object.metadata !== undefined && object.metadata !== null)
-      ? Metadata1.fromPartial(object.metadata)
+      ? Metadata.fromPartial(object.metadata)
       : undefined;
     message.total = (object.total !== undefined && object.total !== null)
       ? HttpLocalRateLimit_Limit.fromPartial(object.total)
@@ -3057,64 +3043,31 @@ export const HttpLocalRateLimit_Override_ClientIdentities: MessageFns<HttpLocalR
 };
 
 /** Served by the policy controller (port 8090). */
-export type InboundServerPoliciesService = typeof InboundServerPoliciesService;
-export const InboundServerPoliciesService = {
-  /** The current policy of a workload port (diagnostics). */
-  getPort: {
-    path: "/io.linkerd.proxy.inbound.InboundServerPolicies/GetPort" as const,
-    requestStream: false as const,
-    responseStream: false as const,
-    requestSerialize: (value: PortSpec): Buffer => Buffer.from(PortSpec.encode(value).finish()),
-    requestDeserialize: (value: Buffer): PortSpec => PortSpec.decode(value),
-    responseSerialize: (value: Server): Buffer => Buffer.from(Server.encode(value).finish()),
-    responseDeserialize: (value: Buffer): Server => Server.decode(value),
-  },
-  /** The current policy of a workload port, then one message per change (used by proxies). */
-  watchPort: {
-    path: "/io.linkerd.proxy.inbound.InboundServerPolicies/WatchPort" as const,
-    requestStream: false as const,
-    responseStream: true as const,
-    requestSerialize: (value: PortSpec): Buffer => Buffer.from(PortSpec.encode(value).finish()),
-    requestDeserialize: (value: Buffer): PortSpec => PortSpec.decode(value),
-    responseSerialize: (value: Server): Buffer => Buffer.from(Server.encode(value).finish()),
-    responseDeserialize: (value: Buffer): Server => Server.decode(value),
+export type InboundServerPoliciesDefinition = typeof InboundServerPoliciesDefinition;
+export const InboundServerPoliciesDefinition = {
+  name: "InboundServerPolicies",
+  fullName: "io.linkerd.proxy.inbound.InboundServerPolicies",
+  methods: {
+    /** The current policy of a workload port (diagnostics). */
+    getPort: {
+      name: "GetPort",
+      requestType: PortSpec as typeof PortSpec,
+      requestStream: false,
+      responseType: Server as typeof Server,
+      responseStream: false,
+      options: {},
+    },
+    /** The current policy of a workload port, then one message per change (used by proxies). */
+    watchPort: {
+      name: "WatchPort",
+      requestType: PortSpec as typeof PortSpec,
+      requestStream: false,
+      responseType: Server as typeof Server,
+      responseStream: true,
+      options: {},
+    },
   },
 } as const;
-
-export interface InboundServerPoliciesServer extends UntypedServiceImplementation {
-  /** The current policy of a workload port (diagnostics). */
-  getPort: handleUnaryCall<PortSpec, Server>;
-  /** The current policy of a workload port, then one message per change (used by proxies). */
-  watchPort: handleServerStreamingCall<PortSpec, Server>;
-}
-
-export interface InboundServerPoliciesClient extends Client {
-  /** The current policy of a workload port (diagnostics). */
-  getPort(request: PortSpec, callback: (error: ServiceError | null, response: Server) => void): ClientUnaryCall;
-  getPort(
-    request: PortSpec,
-    metadata: Metadata,
-    callback: (error: ServiceError | null, response: Server) => void,
-  ): ClientUnaryCall;
-  getPort(
-    request: PortSpec,
-    metadata: Metadata,
-    options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: Server) => void,
-  ): ClientUnaryCall;
-  /** The current policy of a workload port, then one message per change (used by proxies). */
-  watchPort(request: PortSpec, options?: Partial<CallOptions>): ClientReadableStream<Server>;
-  watchPort(request: PortSpec, metadata?: Metadata, options?: Partial<CallOptions>): ClientReadableStream<Server>;
-}
-
-export const InboundServerPoliciesClient = makeGenericClientConstructor(
-  InboundServerPoliciesService,
-  "io.linkerd.proxy.inbound.InboundServerPolicies",
-) as unknown as {
-  new (address: string, credentials: ChannelCredentials, options?: Partial<ClientOptions>): InboundServerPoliciesClient;
-  service: typeof InboundServerPoliciesService;
-  serviceName: string;
-};
 
 type Builtin = Date | Function | Uint8Array | string | number | boolean | bigint | undefined;
 
