@@ -12,8 +12,9 @@ export const OUTBOUND_PORT = 4140;
 
 /**
  * Inherited variables dropped from every container's and every proxy's environment: a host's
- * proxy settings would take an app's traffic off the mesh, and send a proxy's calls to the
- * controller through the host's HTTP proxy (grpc-js honours them).
+ * proxy settings would take an app's traffic off the mesh (grpc-js, for one, honours them).
+ * The proxy's own gRPC client never uses them; they are dropped from its environment all the
+ * same, so that nothing it may load later picks them up.
  */
 export const HOST_PROXY_VARIABLES: readonly string[] = [
   'HTTP_PROXY',

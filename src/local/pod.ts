@@ -222,7 +222,7 @@ export class LocalPod {
       '--log-level',
       'info',
     ];
-    // Without the host's proxy settings: grpc-js would reach the controller through them.
+    // Without the host's proxy settings (see HOST_PROXY_VARIABLES).
     const env = withoutHostProxies(this.#d.inheritedEnv);
     delete env.WARD_LOG;
     env.NO_COLOR = '1';
