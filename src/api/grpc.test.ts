@@ -2,8 +2,7 @@
  * The gRPC services and clients over real loopback servers on port 0 (insecure and TLS).
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { type AddressInfo, connect, createServer, type Server as NetServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,6 +20,7 @@ import { type CertifyFunction, identityService } from './identity-service.js';
 import { InboundPolicyClient } from './inbound-client.js';
 import { inboundPolicyService, type WatchableCell } from './inbound-service.js';
 import { serverToProtoJson } from './proto-json.js';
+import { makeTestPki } from './test-certs.js';
 import { defaultServer, grpcServer, meshIdentities, richHttpServer } from './test-fixtures.js';
 import type { WireResult } from './wire-result.js';
 
@@ -129,43 +129,19 @@ interface TestCerts {
 
 /** ECDSA P-256 CA, two server certificates and a client certificate, made with the openssl CLI. */
 function makeCerts(dir: string): TestCerts {
-  const ssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
-  ssl('ecparam', '-name', 'prime256v1', '-genkey', '-noout', '-out', 'ca.key');
-  ssl('req', '-x509', '-new', '-key', 'ca.key', '-subj', '/CN=ward-test-ca', '-days', '1', '-out', 'ca.crt');
-  const leaf = (name: string, dns: string) => {
-    ssl('ecparam', '-name', 'prime256v1', '-genkey', '-noout', '-out', `${name}.key`);
-    ssl('req', '-new', '-key', `${name}.key`, '-subj', `/CN=${name}`, '-out', `${name}.csr`);
-    writeFileSync(join(dir, `${name}.ext`), `subjectAltName=DNS:${dns}\nextendedKeyUsage=serverAuth,clientAuth\n`);
-    ssl(
-      'x509',
-      '-req',
-      '-in',
-      `${name}.csr`,
-      '-CA',
-      'ca.crt',
-      '-CAkey',
-      'ca.key',
-      '-CAcreateserial',
-      '-days',
-      '1',
-      '-out',
-      `${name}.crt`,
-      '-extfile',
-      `${name}.ext`,
-    );
-  };
-  leaf('server', 'linkerd-destination.linkerd.serviceaccount.identity.linkerd.cluster.local');
-  leaf('other', 'policy2.ward.test');
-  leaf('client', 'web.emojivoto.serviceaccount.identity.linkerd.cluster.local');
-  const read = (f: string) => readFileSync(join(dir, f), 'utf8');
+  const { caPem, leaves } = makeTestPki(dir, {
+    server: 'linkerd-destination.linkerd.serviceaccount.identity.linkerd.cluster.local',
+    other: 'policy2.ward.test',
+    client: 'web.emojivoto.serviceaccount.identity.linkerd.cluster.local',
+  });
   return {
-    caPem: read('ca.crt'),
-    serverCertPem: read('server.crt'),
-    serverKeyPem: read('server.key'),
-    otherServerCertPem: read('other.crt'),
-    otherServerKeyPem: read('other.key'),
-    clientCertPem: read('client.crt'),
-    clientKeyPem: read('client.key'),
+    caPem,
+    serverCertPem: leaves.server.certPem,
+    serverKeyPem: leaves.server.keyPem,
+    otherServerCertPem: leaves.other.certPem,
+    otherServerKeyPem: leaves.other.keyPem,
+    clientCertPem: leaves.client.certPem,
+    clientKeyPem: leaves.client.keyPem,
   };
 }
 

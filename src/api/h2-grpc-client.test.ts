@@ -4,8 +4,7 @@
  * protocol edges a well-behaved server never produces.
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import {
   constants,
   createServer as createH2Server,
@@ -33,6 +32,7 @@ import { InboundPolicyClient } from './inbound-client.js';
 import { inboundPolicyService, type WatchableCell } from './inbound-service.js';
 import type { GrpcServiceDefinition, MessageCodec } from './service-definition.js';
 import type { StreamHandlers } from './stream-handlers.js';
+import { makeTestPki } from './test-certs.js';
 import { defaultServer, grpcServer, richHttpServer } from './test-fixtures.js';
 import type { WireResult } from './wire-result.js';
 
@@ -191,41 +191,13 @@ const SERVER_NAME = 'linkerd-destination.linkerd.serviceaccount.identity.linkerd
 
 /** ECDSA P-256 CA, a server certificate for SERVER_NAME and a client certificate (openssl CLI). */
 function makeCerts(dir: string): TestCerts {
-  const ssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
-  ssl('ecparam', '-name', 'prime256v1', '-genkey', '-noout', '-out', 'ca.key');
-  ssl('req', '-x509', '-new', '-key', 'ca.key', '-subj', '/CN=ward-test-ca', '-days', '1', '-out', 'ca.crt');
-  for (const [name, dns] of [
-    ['server', SERVER_NAME],
-    ['client', 'web.emojivoto.serviceaccount.identity.linkerd.cluster.local'],
-  ] as const) {
-    ssl('ecparam', '-name', 'prime256v1', '-genkey', '-noout', '-out', `${name}.key`);
-    ssl('req', '-new', '-key', `${name}.key`, '-subj', `/CN=${name}`, '-out', `${name}.csr`);
-    writeFileSync(join(dir, `${name}.ext`), `subjectAltName=DNS:${dns}\nextendedKeyUsage=serverAuth,clientAuth\n`);
-    ssl(
-      'x509',
-      '-req',
-      '-in',
-      `${name}.csr`,
-      '-CA',
-      'ca.crt',
-      '-CAkey',
-      'ca.key',
-      '-CAcreateserial',
-      '-days',
-      '1',
-      '-out',
-      `${name}.crt`,
-      '-extfile',
-      `${name}.ext`,
-    );
-  }
-  const read = (f: string) => readFileSync(join(dir, f), 'utf8');
+  const { caPem, leaves } = makeTestPki(dir, { server: SERVER_NAME, client: 'web.emojivoto.serviceaccount.identity.linkerd.cluster.local' });
   return {
-    caPem: read('ca.crt'),
-    serverCertPem: read('server.crt'),
-    serverKeyPem: read('server.key'),
-    clientCertPem: read('client.crt'),
-    clientKeyPem: read('client.key'),
+    caPem,
+    serverCertPem: leaves.server.certPem,
+    serverKeyPem: leaves.server.keyPem,
+    clientCertPem: leaves.client.certPem,
+    clientKeyPem: leaves.client.keyPem,
   };
 }
 
