@@ -18,34 +18,13 @@ import { type GrpcServerHandle, startGrpcServer } from './grpc-server.js';
 import { IdentityClient } from './identity-client.js';
 import { type CertifyFunction, identityService } from './identity-service.js';
 import { InboundPolicyClient } from './inbound-client.js';
-import { inboundPolicyService, type WatchableCell } from './inbound-service.js';
+import { inboundPolicyService } from './inbound-service.js';
 import { serverToProtoJson } from './proto-json.js';
-import { makeTestPki } from './test-certs.js';
 import { defaultServer, grpcServer, meshIdentities, richHttpServer } from './test-fixtures.js';
+import { FakeCell, makeTestPki } from './test-helpers.js';
 import type { WireResult } from './wire-result.js';
 
 // === fakes ===
-
-/** A latest-value cell like the index's PolicyCell: publishes only real changes. */
-class FakeCell implements WatchableCell {
-  value: InboundServer;
-  readonly listeners = new Set<(v: InboundServer) => void>();
-
-  constructor(value: InboundServer) {
-    this.value = value;
-  }
-
-  subscribe(listener: (v: InboundServer) => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
-  }
-
-  publish(next: InboundServer): void {
-    if (deepEqual(next, this.value)) return;
-    this.value = next;
-    for (const l of this.listeners) l(next);
-  }
-}
 
 class FakeDiscovery {
   readonly cells = new Map<string, FakeCell>();

@@ -29,11 +29,11 @@ import { H2GrpcClient, type H2GrpcClientTuning } from './h2-grpc-client.js';
 import { IdentityClient } from './identity-client.js';
 import { type CertifyFunction, identityService } from './identity-service.js';
 import { InboundPolicyClient } from './inbound-client.js';
-import { inboundPolicyService, type WatchableCell } from './inbound-service.js';
+import { inboundPolicyService } from './inbound-service.js';
 import type { GrpcServiceDefinition, MessageCodec } from './service-definition.js';
 import type { StreamHandlers } from './stream-handlers.js';
-import { makeTestPki } from './test-certs.js';
 import { defaultServer, grpcServer, richHttpServer } from './test-fixtures.js';
+import { FakeCell, makeTestPki } from './test-helpers.js';
 import type { WireResult } from './wire-result.js';
 
 // === helpers ===
@@ -87,25 +87,8 @@ const values = <T>(ms: readonly WireResult<T>[]): T[] =>
     return m.value;
   });
 
-/** A cell that can publish (the index's PolicyCell, structurally). */
-class Cell implements WatchableCell {
-  value: InboundServer;
-  readonly listeners = new Set<(v: InboundServer) => void>();
-  constructor(value: InboundServer) {
-    this.value = value;
-  }
-  subscribe(listener: (v: InboundServer) => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
-  }
-  publish(v: InboundServer): void {
-    this.value = v;
-    for (const l of this.listeners) l(v);
-  }
-}
-
 async function policyServer(
-  cells: Record<string, Cell>,
+  cells: Record<string, FakeCell>,
   tls?: { certPem: string; keyPem: string; caPem?: string; requireClientCert?: boolean },
   host = '127.0.0.1',
 ) {
@@ -216,8 +199,8 @@ describe('H2GrpcClient against the grpc-js server', () => {
   const WEB = 'emojivoto:web-1';
 
   it('unary and server-streaming calls share one connection', async () => {
-    const web = new Cell(defaultServer);
-    const server = await policyServer({ 'emojivoto:web-1:8080': web, 'emojivoto:web-1:9090': new Cell(grpcServer) });
+    const web = new FakeCell(defaultServer);
+    const server = await policyServer({ 'emojivoto:web-1:8080': web, 'emojivoto:web-1:9090': new FakeCell(grpcServer) });
     const counted = await relay(server.port);
     const client = new InboundPolicyClient({ address: `127.0.0.1:${counted.port}` });
     cleanups.push(() => client.close());
@@ -280,7 +263,7 @@ describe('H2GrpcClient against the grpc-js server', () => {
     const dir = mkdtempSync(join(tmpdir(), 'ward-h2grpc-'));
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
     const certs = makeCerts(dir);
-    const cells = { 'emojivoto:web-1:8080': new Cell(defaultServer) };
+    const cells = { 'emojivoto:web-1:8080': new FakeCell(defaultServer) };
     const server = await policyServer(cells, { certPem: certs.serverCertPem, keyPem: certs.serverKeyPem });
     const address = `127.0.0.1:${server.port}`;
     const mk = (opts: Partial<ConstructorParameters<typeof InboundPolicyClient>[0]>) => {
@@ -317,7 +300,7 @@ describe('H2GrpcClient against the grpc-js server', () => {
   it('reaches an IPv6 address written [::1]:port', async (t) => {
     let server: GrpcServerHandle;
     try {
-      server = await policyServer({ 'emojivoto:web-1:8080': new Cell(defaultServer) }, undefined, '::1');
+      server = await policyServer({ 'emojivoto:web-1:8080': new FakeCell(defaultServer) }, undefined, '::1');
     } catch {
       t.skip('no IPv6 loopback here');
       return;
@@ -328,7 +311,7 @@ describe('H2GrpcClient against the grpc-js server', () => {
   });
 
   it('a connection cut mid-stream ends the stream with UNAVAILABLE; the next call dials again', async () => {
-    const web = new Cell(defaultServer);
+    const web = new FakeCell(defaultServer);
     const server = await policyServer({ 'emojivoto:web-1:8080': web });
     const cut = await relay(server.port);
     const client = new InboundPolicyClient({ address: `127.0.0.1:${cut.port}` });
@@ -345,7 +328,7 @@ describe('H2GrpcClient against the grpc-js server', () => {
   });
 
   it('a server shutting down ends streams with OK; then calls fail fast with UNAVAILABLE until it is back on the same port', async () => {
-    const cells = { 'emojivoto:web-1:8080': new Cell(defaultServer) };
+    const cells = { 'emojivoto:web-1:8080': new FakeCell(defaultServer) };
     const server = await policyServer(cells);
     const port = server.port;
     const client = new InboundPolicyClient({ address: `127.0.0.1:${port}` });

@@ -4,14 +4,14 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Issuer } from './ca.js';
-import { parseCsr } from './csr.js';
+import { OIDS, parseCsr } from './csr.js';
 import { children, decode } from './der.js';
 import { createLeafCertificate, createRootCertificate, type LeafSpec, leafSignerOf, randomSerialBytes, type Signer, toCertTime } from './issue.js';
 import { generateEcKeyPair } from './keys.js';
 import { encodePem } from './pem.js';
 import { idOf, mkIdentityDir, mkThreeLevelDir, mustLoadIssuer, openssl, put, TempDirs } from './test-helpers.js';
 import { createCsr, generateWorkloadKey } from './workload.js';
-import { x509 as loadX509, OID, type X509 } from './x509.js';
+import { x509 as loadX509, type X509 } from './x509.js';
 
 /** The library, for reference objects (tests may load it). */
 const x509 = loadX509();
@@ -23,7 +23,7 @@ const WEB = idOf('default', 'web');
 
 /** The `@peculiar/x509` leaf builder the DER encoder replaced, kept as the reference. */
 async function referenceLeaf(spec: LeafSpec, publicKey: X509.PublicKey, signer: Signer, serialHex: string): Promise<X509.X509Certificate> {
-  const ski = signer.cert.getExtension<X509.SubjectKeyIdentifierExtension>(OID.subjectKeyIdentifier);
+  const ski = signer.cert.getExtension<X509.SubjectKeyIdentifierExtension>(OIDS.subjectKeyIdentifier);
   const aki = ski !== null ? new x509.AuthorityKeyIdentifierExtension(ski.keyId) : await x509.AuthorityKeyIdentifierExtension.create(signer.cert.publicKey);
   return x509.X509CertificateGenerator.create({
     serialNumber: serialHex,

@@ -28,7 +28,7 @@ import {
   time,
 } from './der.js';
 import type { CryptoKey } from './keys.js';
-import { OID, type X509, x509 } from './x509.js';
+import { type X509, x509 } from './x509.js';
 
 /**
  * A signer: its certificate (for the issuer name and key identifier) and private key. For a
@@ -61,7 +61,7 @@ export function toCertTime(ms: number): Date {
 async function authorityKeyId(signer: X509.X509Certificate): Promise<X509.AuthorityKeyIdentifierExtension> {
   const lib = x509();
   // Reuse the signer's own SKI when it has one: OpenSSL matches AKI against it byte for byte.
-  const ski = signer.getExtension<X509.SubjectKeyIdentifierExtension>(OID.subjectKeyIdentifier);
+  const ski = signer.getExtension<X509.SubjectKeyIdentifierExtension>(OIDS.subjectKeyIdentifier);
   if (ski !== null) return new lib.AuthorityKeyIdentifierExtension(ski.keyId);
   return lib.AuthorityKeyIdentifierExtension.create(signer.publicKey);
 }

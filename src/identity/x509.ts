@@ -29,13 +29,3 @@ export function x509(): typeof X509 {
   }
   return loaded;
 }
-
-/** OIDs of the extensions the library is asked for (`getExtension` accepts only OID strings). */
-export const OID = {
-  subjectAltName: '2.5.29.17',
-  basicConstraints: '2.5.29.19',
-  keyUsage: '2.5.29.15',
-  extKeyUsage: '2.5.29.37',
-  subjectKeyIdentifier: '2.5.29.14',
-  authorityKeyIdentifier: '2.5.29.35',
-} as const;

@@ -88,22 +88,16 @@ class DecisionCounter {
   }
 }
 
-/** A counter labelled only by `error`. */
+/** A counter labelled only by `error` (errors are rare: the cell is looked up at each one). */
 class ErrorCounter {
   readonly #family: CellCounter;
-  readonly #cells = new Map<string, ValueCell>();
 
   constructor(registry: MetricsRegistry, name: string, help: string) {
     this.#family = new CellCounter(registry, name, help);
   }
 
   inc(error: string): void {
-    let cell = this.#cells.get(error);
-    if (cell === undefined) {
-      cell = this.#family.cell({ error });
-      this.#cells.set(error, cell);
-    }
-    cell.value++;
+    this.#family.cell({ error }).value++;
   }
 }
 

@@ -1,10 +1,33 @@
 /**
- * Test PKI for this module's TLS tests (not part of the public surface): an ECDSA P-256 CA and
- * leaf certificates with one DNS SAN each (serverAuth and clientAuth), made with the openssl CLI.
+ * Builders shared by this module's tests (not part of the public surface): a test PKI made with
+ * the openssl CLI, and a policy cell the inbound policy service can watch.
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { deepEqual, type InboundServer } from '../core/index.js';
+import type { WatchableCell } from './inbound-service.js';
+
+/** A latest-value cell like the index's PolicyCell: publishes only real changes. */
+export class FakeCell implements WatchableCell {
+  value: InboundServer;
+  readonly listeners = new Set<(v: InboundServer) => void>();
+
+  constructor(value: InboundServer) {
+    this.value = value;
+  }
+
+  subscribe(listener: (v: InboundServer) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  publish(next: InboundServer): void {
+    if (deepEqual(next, this.value)) return;
+    this.value = next;
+    for (const l of this.listeners) l(next);
+  }
+}
 
 /** A leaf's PEM certificate and key. */
 export interface TestLeaf {
@@ -12,7 +35,10 @@ export interface TestLeaf {
   readonly keyPem: string;
 }
 
-/** Writes the CA and one leaf per entry of `leaves` (name → DNS SAN) into `dir`. */
+/**
+ * An ECDSA P-256 CA and leaf certificates with one DNS SAN each (serverAuth and clientAuth):
+ * writes the CA and one leaf per entry of `leaves` (name → DNS SAN) into `dir`.
+ */
 export function makeTestPki<N extends string>(dir: string, leaves: Readonly<Record<N, string>>): { caPem: string; leaves: Record<N, TestLeaf> } {
   const ssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
   const read = (f: string) => readFileSync(join(dir, f), 'utf8');
