@@ -26,6 +26,7 @@ import { type ClientHttp2Session, connect as http2Connect } from 'node:http2';
 import { connect as netConnect, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
+import { installLeanAsyncBind } from '../src/shared/async-bind.js';
 
 /** The protocols a client speaks. */
 export type Protocol = 'http1' | 'grpc' | 'tcp';
@@ -132,6 +133,10 @@ export function http1Client(route: Route, maxSockets: number): LoadClient {
 
 /** gRPC-shaped unary calls (POST, `application/grpc`, 5-byte-prefixed message, `grpc-status` trailer) on one HTTP/2 session. */
 export async function grpcClient(route: Route): Promise<LoadClient> {
+  // The generator's own HTTP/2 client binds an AsyncResource per request, like the proxy's: made
+  // lean the same way, its old-generation garbage (and the full GCs that stall every path's
+  // measurement alike) goes down (src/shared/async-bind.ts).
+  installLeanAsyncBind();
   let session: ClientHttp2Session;
   if (route.kind === 'direct') {
     session = http2Connect(`http://${route.host}:${route.port}`);
