@@ -26,7 +26,7 @@ import { type ClientHttp2Session, connect as http2Connect } from 'node:http2';
 import { connect as netConnect, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
-import { installLeanAsyncBind } from '../src/shared/async-bind.js';
+import { installLeanAsyncBind } from '../src/shared/index.js';
 
 /** The protocols a client speaks. */
 export type Protocol = 'http1' | 'grpc' | 'tcp';

@@ -38,8 +38,7 @@ import {
   type RunningProxy,
   startProxy,
 } from '../../proxy/index.js';
-import { installLeanAsyncBind } from '../../shared/async-bind.js';
-import { createLogger, errorMessage, hasCode } from '../../shared/index.js';
+import { createLogger, errorMessage, hasCode, installLeanAsyncBind } from '../../shared/index.js';
 import { networks } from '../cluster-config.js';
 import { type CliIo, EXIT, parseListenAddress, UsageError, untilStopped } from '../io.js';
 import { palette } from '../output.js';
