@@ -6,7 +6,8 @@
  * per-request authorization and forwarding) or connection-level authorization and opaque
  * forwarding to the application.
  *
- * Application ports: the port's policy is read at accept; no policy → fail closed. `opaque` skips
+ * Application ports: the port's policy is read at accept; no policy → fail closed (but see
+ * transparent mode for ports whose policy is discovered on first use). `opaque` skips
  * TLS detection (`None(port_skipped)`). Otherwise the first bytes are sniffed for a ClientHello
  * within the detect timeout: SNI equal to our identity → mesh TLS is terminated by a `tls.Server`
  * (client certificate required and verified; `Established(client id = first SAN)`); another SNI →
@@ -27,7 +28,17 @@
  * it had been accepted on an application listener for P — P's policy, TLS detection, HTTP or TCP,
  * forwarded to `appHost:appPortOf(P)`; one whose original destination is the mesh port itself (or
  * that was not redirected) is direct, as above. One whose original destination cannot be read is
- * closed ("original destination unknown").
+ * closed ("original destination unknown"). Any port may be redirected, not only the declared ones
+ * (§2.4 `pod-inbound-ports`): when P has no policy yet — an undeclared port, or a declared one the
+ * controller has not answered for — the connection waits, paused (no byte read), for the policy
+ * to be discovered (`policies.discover`: the controller is asked for P's policy, usually the
+ * pod's default one), then proceeds as above; the same holds for the port a transport header
+ * names. Discovery failing closes the connection without a byte reaching the application:
+ * "policy discovery timeout" (no policy within the watcher's bound), "policy discovery limit"
+ * (too many undeclared ports watched), else "no policy". Each connection holds its port
+ * (`policies.use`) until it closes, so a discovered port is not dropped under it. Local mode does
+ * not discover: only the declared ports are served, and a transport header naming another port
+ * fails closed ("no policy").
  *
  * TCP: `authorizeConnection` on the target port's current policy. Deny → the connection is reset
  * before any byte reaches the application; permit → piped to `appHost:appPortOf(port)` and tracked,
@@ -48,7 +59,7 @@ import {
   reauthorizeConnection,
   type TlsState,
 } from '../core/index.js';
-import { errorMessage, type Logger, MeshError, silentLogger } from '../shared/index.js';
+import { errorMessage, hasCode, type Logger, MeshError, silentLogger } from '../shared/index.js';
 import { CLIENT_HELLO_MAX_PREFIX_BYTES, type ClientHelloSniff, sniffClientHello } from './client-hello.js';
 import { detectHttp, HTTP1_MAX_REQUEST_LINE_BYTES } from './detect-http.js';
 import { InboundConnectionTracker, type PolicySubscriptions } from './inbound-connection-tracker.js';
@@ -62,8 +73,17 @@ import { decodeTransportHeader, TRANSPORT_HEADER_MAX_MESSAGE_BYTES, TRANSPORT_HE
 
 /** What the inbound proxy needs of the policy watcher (structurally, `PolicyWatcher`). */
 export interface InboundPolicies extends PolicySubscriptions {
-  /** The port's latest compiled policy; `undefined` means none yet, and the proxy fails closed. */
+  /** The port's latest compiled policy; `undefined` means none yet (see `discover`). */
   current(port: number): CompiledServer | undefined;
+  /**
+   * Transparent mode: the policy of a port that has none yet, once it arrives (lazy discovery,
+   * bounded in time); rejects when there is none to be had — `MeshError` code
+   * `ERR_POLICY_DISCOVERY_TIMEOUT` or `ERR_POLICY_DISCOVERY_LIMIT`, or anything else. Without it
+   * (and always in local mode) a port without a policy fails closed at once.
+   */
+  discover?(port: number): Promise<CompiledServer>;
+  /** Transparent mode: holds `port` while a connection uses its policy; returns the release function. */
+  use?(port: number): () => void;
 }
 
 /** What the inbound proxy needs of the mesh TLS settings (structurally, `MeshTlsContext`). */
@@ -207,6 +227,8 @@ interface Conn {
   tlsKey: string | undefined;
   /** In the re-authorization tracker. */
   tracked: boolean;
+  /** Releases the hold on the port's policy (transparent mode), once it is taken. */
+  release: (() => void) | undefined;
   closed: boolean;
 }
 
@@ -397,6 +419,7 @@ export class InboundProxy {
       upstream: undefined,
       tlsKey: undefined,
       tracked: false,
+      release: undefined,
       closed: false,
     };
     this.#conns.add(conn);
@@ -428,6 +451,8 @@ export class InboundProxy {
       conn.tracked = false;
       this.#tracker.delete(conn.port, conn);
     }
+    conn.release?.();
+    conn.release = undefined;
     if (conn.front !== conn.raw) conn.front.destroy();
     conn.upstream?.destroy();
   }
@@ -441,11 +466,57 @@ export class InboundProxy {
   // Application ports
 
   #acceptAppConnection(conn: Conn): void {
+    this.#withPolicy(conn, (policy) => this.#onAppPolicy(conn, policy));
+  }
+
+  /**
+   * Calls `then` with the current policy of the connection's port; in transparent mode, a port
+   * without one is discovered first while the connection waits paused (see the module comment).
+   * No policy → the connection is closed and `then` is not called.
+   */
+  #withPolicy(conn: Conn, then: (policy: CompiledServer) => void): void {
+    const transparent = this.#originalDst !== undefined;
     const policy = this.#policies.current(conn.port);
-    if (policy === undefined) {
+    if (policy !== undefined) {
+      if (transparent) this.#hold(conn);
+      then(policy);
+      return;
+    }
+    const discover = transparent ? this.#policies.discover : undefined;
+    if (discover === undefined) {
       this.#fail(conn, 'no policy');
       return;
     }
+    void discover.call(this.#policies, conn.port).then(
+      (discovered) => {
+        if (!this.#isLive(conn)) {
+          this.#destroy(conn);
+          return;
+        }
+        this.#hold(conn);
+        then(discovered);
+      },
+      (e: unknown) => {
+        if (!this.#isLive(conn)) {
+          this.#destroy(conn);
+          return;
+        }
+        const reason: InboundErrorReason = hasCode(e, 'ERR_POLICY_DISCOVERY_TIMEOUT')
+          ? 'policy discovery timeout'
+          : hasCode(e, 'ERR_POLICY_DISCOVERY_LIMIT')
+            ? 'policy discovery limit'
+            : 'no policy';
+        this.#fail(conn, reason);
+      },
+    );
+  }
+
+  /** Holds the connection's port while it is open: a discovered port's policy is not dropped under it. */
+  #hold(conn: Conn): void {
+    if (conn.release === undefined) conn.release = this.#policies.use?.(conn.port);
+  }
+
+  #onAppPolicy(conn: Conn, policy: CompiledServer): void {
     conn.policy = policy;
     if (policy.server.protocol.kind === 'opaque') {
       this.#authorizeTcp(conn, { ip: conn.ip, tls: PORT_SKIPPED });
@@ -599,14 +670,12 @@ export class InboundProxy {
       this.#fail(conn, 'gateway not supported');
       return;
     }
-    const policy = this.#policies.current(header.port);
-    if (policy === undefined) {
-      this.#fail(conn, 'no policy');
-      return;
-    }
-    conn.policy = policy;
-    if (header.sessionProtocol !== undefined) this.#handleHttp(conn, client, header.sessionProtocol, 'transport-header');
-    else this.#authorizeTcp(conn, client);
+    const sessionProtocol = header.sessionProtocol;
+    this.#withPolicy(conn, (policy) => {
+      conn.policy = policy;
+      if (sessionProtocol !== undefined) this.#handleHttp(conn, client, sessionProtocol, 'transport-header');
+      else this.#authorizeTcp(conn, client);
+    });
   }
 
   // -------------------------------------------------------------------------------------------

@@ -19,6 +19,10 @@ export type InboundErrorReason =
   | 'tls handshake failed'
   /** The target port has no policy (yet): the proxy fails closed. */
   | 'no policy'
+  /** Transparent mode: the target port's policy did not arrive within the discovery timeout (the controller did not answer). */
+  | 'policy discovery timeout'
+  /** Transparent mode: the target port is undeclared and the proxy already watches as many undeclared ports as it may. */
+  | 'policy discovery limit'
   /** A connection to the mesh port that is not mTLS with a client identity to our name (§4.2). */
   | 'direct connection not mutually authenticated'
   /** A direct connection that did not negotiate ALPN `transport.l5d.io/v1`. */

@@ -8,7 +8,7 @@ import { after, describe, it } from 'node:test';
 import { type GrpcServerHandle, InboundPolicyClient, inboundPolicyService, type StreamHandlers, startGrpcServer, type WireResult } from '../api/index.js';
 import { type Authorization, authorizeConnection, type CompiledServer, clientInfo, deepEqual, type InboundServer } from '../core/index.js';
 import type { Timers } from '../identity/index.js';
-import { hasCode } from '../shared/index.js';
+import { createLogger, hasCode, type Logger } from '../shared/index.js';
 import { waitFor, within } from './identity-test-helpers.js';
 import { FakeDiscovery } from './policy-test-helpers.js';
 import { type PolicyWatchClient, PolicyWatcher, type PolicyWatcherOptions } from './policy-watch.js';
@@ -369,5 +369,186 @@ describe('PolicyWatcher message handling', () => {
       'stop cancels the open stream',
     );
     assert.equal(timers.pending, 0);
+  });
+});
+
+// === lazy discovery ===
+
+/** A logger keeping every line as an object. */
+function recordingLogger(): { logger: Logger; lines: Record<string, unknown>[] } {
+  const lines: Record<string, unknown>[] = [];
+  const logger = createLogger({ level: 'debug', destination: { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) } });
+  return { logger, lines };
+}
+
+/** The outcome of a promise once it settled: the value, or the error's code. */
+async function outcome<T>(p: Promise<T>): Promise<{ value: T } | { code: unknown }> {
+  try {
+    return { value: await p };
+  } catch (e) {
+    return { code: (e as { code?: unknown }).code };
+  }
+}
+
+describe('PolicyWatcher lazy discovery', () => {
+  it('discovers an undeclared port over one stream shared by concurrent callers; it then behaves like a declared one', async () => {
+    const discovery = new FakeDiscovery();
+    discovery.add('emojivoto', 'web-0', 8080, mkServer('web-http', [BOT_ID]));
+    const lazy = discovery.add('emojivoto', 'web-0', 9090, mkServer('default', [WEB_ID]));
+    const server = await serve(discovery);
+    const { client, calls } = recording(mkClient(server.port));
+    const updates: number[] = [];
+    const w = mkWatcher({ client, onUpdate: (port) => updates.push(port) });
+    await within(w.ready(), 5000, 'the declared port');
+
+    const asks = [w.discover(9090), w.discover(9090), w.discover(9090)];
+    const policies = await within(Promise.all(asks), 5000, 'the discovered policy');
+    assert.equal(calls.filter((c) => c.port === 9090).length, 1, 'one stream for every caller');
+    assert.ok(
+      policies.every((p) => p === w.current(9090)),
+      'every caller gets the port’s current policy',
+    );
+    assert.ok(deepEqual(w.current(9090)?.server, lazy.value), 'the policy the controller serves for the port');
+    assert.equal(isAllowed(w.current(9090), WEB_ID), true);
+    assert.equal(isAllowed(w.current(9090), BOT_ID), false);
+    assert.deepEqual(w.discoveredPorts, [9090]);
+    assert.deepEqual(w.ports, [8080, 9090]);
+    assert.equal(await w.discover(9090), w.current(9090), 'a discovered port answers at once');
+    assert.equal(await w.discover(8080), w.current(8080), 'so does a declared one');
+    assert.equal(calls.length, 2, 'no new stream for either');
+
+    // Updates of a discovered port reach its subscribers, as for a declared port.
+    const seen: (CompiledServer | undefined)[] = [];
+    w.subscribe(9090, (_next, prev) => seen.push(prev));
+    const first = w.current(9090);
+    lazy.publish(mkServer('default', [BOT_ID]));
+    await waitFor(() => seen.length === 1, 'the update of the discovered port');
+    assert.equal(seen[0], first);
+    assert.equal(isAllowed(w.current(9090), BOT_ID), true);
+    assert.equal(isAllowed(w.current(9090), WEB_ID), false);
+    assert.deepEqual(updates, [8080, 9090, 9090]);
+  });
+
+  it('fails a discovery after its bound while the stream goes on; readiness ignores discovered ports', async () => {
+    const client = new ScriptedClient();
+    const timers = new CountingTimers();
+    const w = mkWatcher({ client, timers, discoveryTimeoutMs: 60 });
+    client.last().handlers.onMessage({ ok: true, value: mkServer('web-http', [BOT_ID]) });
+    assert.equal(w.isReady(), true);
+
+    const started = Date.now();
+    const failed = await within(outcome(w.discover(9090)), 5000, 'the discovery to fail');
+    const waited = Date.now() - started;
+    assert.deepEqual(failed, { code: 'ERR_POLICY_DISCOVERY_TIMEOUT' });
+    assert.ok(waited >= 55, `it waited for the bound (${waited} ms)`);
+    const stream = client.last();
+    assert.equal(stream.port, 9090);
+    assert.equal(stream.cancelled, false, 'the stream stays open');
+    assert.equal(w.current(9090), undefined);
+    assert.equal(w.isReady(), true, 'a discovered port without a policy does not make the proxy unready');
+    await within(w.ready(), 1000, 'ready() does not wait for it either');
+
+    // The next caller waits again, on the same stream, and gets the policy once it comes.
+    const again = w.discover(9090);
+    stream.handlers.onMessage({ ok: false, message: 'garbage' });
+    stream.handlers.onMessage({ ok: true, value: mkServer('default', [WEB_ID]) });
+    assert.equal(isAllowed(await again, WEB_ID), true);
+    assert.equal(client.streams.length, 2);
+    w.stop();
+    assert.equal(timers.pending, 0);
+  });
+
+  it('caps the lazily discovered ports; beyond the cap it refuses at once and warns once per port', async () => {
+    const client = new ScriptedClient();
+    const { logger, lines } = recordingLogger();
+    const w = mkWatcher({ client, logger, maxDiscoveredPorts: 2, ports: [8080, 8081] });
+    const pending = [outcome(w.discover(9001)), outcome(w.discover(9002))];
+    assert.deepEqual(w.discoveredPorts, [9001, 9002]);
+    const streams = client.streams.length;
+
+    for (const port of [9003, 9003, 9004, 9003]) {
+      assert.deepEqual(await outcome(w.discover(port)), { code: 'ERR_POLICY_DISCOVERY_LIMIT' });
+    }
+    assert.equal(client.streams.length, streams, 'no stream for a refused port');
+    assert.deepEqual(w.discoveredPorts, [9001, 9002]);
+    const warned = lines.filter((l) => String(l.msg).startsWith('inbound policy discovery refused')).map((l) => l.port);
+    assert.deepEqual(warned, [9003, 9004], 'one warning per refused port');
+
+    // Declared ports are not discoveries: they neither count nor are refused.
+    const declared = w.discover(8081);
+    client.streams.find((s) => s.port === 8081)?.handlers.onMessage({ ok: true, value: mkServer('declared') });
+    assert.equal((await declared).server.meta.name, 'declared');
+    // A discovered port that got its policy is still served at the cap.
+    client.streams.find((s) => s.port === 9001)?.handlers.onMessage({ ok: true, value: mkServer('default') });
+    assert.equal((await w.discover(9001)).server.meta.name, 'default');
+    w.stop();
+    assert.deepEqual(await pending[1], { code: 'ERR_POLICY_WATCH_STOPPED' }, 'stop() fails pending discoveries');
+    assert.deepEqual(await outcome(w.discover(9005)), { code: 'ERR_POLICY_WATCH_STOPPED' });
+  });
+
+  it('stops watching a discovered port once idle (never while in use), frees its slot, and never drops a declared port', async () => {
+    const client = new ScriptedClient();
+    const timers = new CountingTimers();
+    const w = mkWatcher({ client, timers, discoveryIdleMs: 40, maxDiscoveredPorts: 1 });
+    const declared = client.last();
+    const asked = w.discover(9090);
+    const stream = client.last();
+    stream.handlers.onMessage({ ok: true, value: mkServer('default', [WEB_ID]) });
+    await asked;
+
+    const release = w.use(9090);
+    await new Promise((r) => setTimeout(r, 200));
+    assert.deepEqual(w.discoveredPorts, [9090], 'kept while a connection uses it');
+    assert.equal(stream.cancelled, false);
+    release();
+    release();
+    await waitFor(() => stream.cancelled, 'the idle port’s stream to be cancelled', 2000);
+    assert.deepEqual(w.ports, [8080], 'the declared port stays');
+    assert.equal(declared.cancelled, false);
+    assert.equal(w.current(9090), undefined, 'an evicted port has no policy any more');
+    // Later updates on the cancelled stream are ignored.
+    stream.handlers.onMessage({ ok: true, value: mkServer('stale') });
+    assert.equal(w.current(9090), undefined);
+
+    // Its slot is free; and the port is discovered again on its next use, over a new stream.
+    const other = w.discover(9091);
+    client.last().handlers.onMessage({ ok: true, value: mkServer('other') });
+    assert.equal((await other).server.meta.name, 'other');
+    const releaseOther = w.use(9091);
+    assert.deepEqual(await outcome(w.discover(9090)), { code: 'ERR_POLICY_DISCOVERY_LIMIT' }, 'at the cap again');
+    releaseOther();
+    await waitFor(() => w.discoveredPorts.length === 0, '9091 to be evicted', 2000);
+    const again = w.discover(9090);
+    assert.notEqual(client.last(), stream);
+    client.last().handlers.onMessage({ ok: true, value: mkServer('default', [BOT_ID]) });
+    assert.equal(isAllowed(await again, BOT_ID), true);
+    w.stop();
+    assert.equal(timers.pending, 0, 'no sweep or reconnect left after stop');
+  });
+
+  it('a discovered port with subscribers is not evicted; with no discovered port no sweep is pending', async () => {
+    const client = new ScriptedClient();
+    const timers = new CountingTimers();
+    const w = mkWatcher({ client, timers, discoveryIdleMs: 30 });
+    assert.equal(timers.pending, 0, 'nothing scheduled without discovered ports');
+    const asked = w.discover(9090);
+    client.last().handlers.onMessage({ ok: true, value: mkServer('default') });
+    await asked;
+    const unsubscribe = w.subscribe(9090, () => {});
+    await new Promise((r) => setTimeout(r, 150));
+    assert.deepEqual(w.discoveredPorts, [9090]);
+    unsubscribe();
+    await waitFor(() => w.discoveredPorts.length === 0, 'the eviction', 2000);
+    await waitFor(() => timers.pending === 0, 'the sweep to stop re-arming', 2000);
+  });
+
+  it('rejects bad bounds and bad ports', async () => {
+    const client = new ScriptedClient();
+    assert.throws(() => mkWatcher({ client, discoveryTimeoutMs: 0 }), RangeError);
+    assert.throws(() => mkWatcher({ client, discoveryIdleMs: -1 }), RangeError);
+    assert.throws(() => mkWatcher({ client, maxDiscoveredPorts: 1.5 }), RangeError);
+    const w = mkWatcher({ client });
+    await assert.rejects(w.discover(0), RangeError);
+    await assert.rejects(w.discover(65536), RangeError);
   });
 });

@@ -19,6 +19,7 @@ import { type Authorization, defaultMeta, type InboundServer } from '../core/ind
 import type { WorkloadCertificate } from '../identity/index.js';
 import { mkTestMesh, TempDirs, type TestMesh, waitFor, within } from './identity-test-helpers.js';
 import { MetricsRegistry } from './metric-cells.js';
+import type { OriginalDstReader } from './original-dst.js';
 import { FakeDiscovery } from './policy-test-helpers.js';
 import { type RunningProxy, startProxy } from './proxy-main.js';
 import { MeshTlsContext, TRANSPORT_HEADER_ALPN } from './tls-context.js';
@@ -294,5 +295,87 @@ describe('startProxy', () => {
     await proxy.close();
     await assert.rejects(proxy.ready(), (e: unknown) => (e as { code?: string }).code === 'ERR_PROXY_CLOSED');
     await assert.rejects(get(admin, '/live'), (e: unknown) => (e as { code?: string }).code === 'ECONNREFUSED');
+  });
+});
+
+describe('startProxy in transparent mode (scripted original destinations)', () => {
+  /** The port the next accepted connection was headed for; undefined: not redirected. */
+  let redirect: number | undefined;
+  const reader: OriginalDstReader = (s) =>
+    redirect === undefined
+      ? { ok: true, value: { address: s.localAddress as string, port: s.localPort as number, redirected: false } }
+      : { ok: true, value: { address: '10.0.0.5', port: redirect, redirected: true } };
+  let transparent: RunningProxy;
+  const DISCOVERY_MS = 300;
+
+  after(async () => {
+    await transparent?.close();
+  });
+
+  it('discovers an undeclared port on its first connection, shows it in /debug/policies, and stays ready without it', async () => {
+    outage = false;
+    setPolicy(8080, httpServer([CLIENT_ID]));
+    setPolicy(4191, adminPolicy);
+    transparent = await startProxy({
+      namespace: 'emojivoto',
+      pod: 'web-0',
+      serviceAccount: 'web',
+      trustDomain: 'cluster.local',
+      controlPlaneNamespace: 'linkerd',
+      trustAnchorsPem: mesh.anchorsPem,
+      tokenFile,
+      identityAddress: `${HOST}:${grpc.port}`,
+      policyAddress: `${HOST}:${grpc.port}`,
+      listenHost: HOST,
+      appHost: HOST,
+      inbound: [{ podPort: 8080, listenPort: 0, appPort: (httpApp.address() as AddressInfo).port }],
+      mesh: { host: HOST, port: 0 },
+      admin: { host: HOST, port: 0 },
+      registry: new MetricsRegistry(),
+      transparent: true,
+      originalDstReader: reader,
+      policyBackoff: { minMs: 10, maxMs: 100, jitter: 0 },
+      policyDiscovery: { discoveryTimeoutMs: DISCOVERY_MS },
+    });
+    await within(transparent.ready(), WAIT_MS, 'readiness');
+    const meshPort = transparent.ports.mesh;
+
+    // The application's own port is not declared: the controller serves the pod's default for it.
+    const undeclared = (httpApp.address() as AddressInfo).port;
+    const open: InboundServer = { ...adminPolicy, meta: defaultMeta('all-unauthenticated') };
+    setPolicy(undeclared, open);
+    redirect = undeclared;
+    assert.deepEqual(await get(meshPort, '/lazy'), { status: 200, body: 'hello /lazy' });
+
+    // A port the controller has nothing for: closed after the bound, the proxy stays ready.
+    const unknown = 7999;
+    const startedAt = Date.now();
+    redirect = unknown;
+    assert.equal((await get(meshPort, '/unknown')).status, 'closed');
+    assert.ok(Date.now() - startedAt >= DISCOVERY_MS - 20, 'closed only after the discovery bound');
+    assert.equal(transparent.isReady(), true);
+    redirect = undefined;
+
+    const res = await get(transparent.ports.admin, '/debug/policies');
+    assert.equal(res.status, 200);
+    const doc = JSON.parse(res.body) as ReturnType<RunningProxy['debugPolicies']>;
+    assert.equal(doc.ready, true);
+    assert.deepEqual(
+      doc.ports.map((p) => [p.port, p.discovered ?? false]),
+      [
+        [8080, false],
+        [4191, false],
+        [undeclared, true],
+        [unknown, true],
+      ],
+    );
+    assert.deepEqual(doc.ports[2], {
+      port: undeclared,
+      listen: `${HOST}:${meshPort}`,
+      app: `${HOST}:${undeclared}`,
+      policy: serverToProtoJson(open),
+      discovered: true,
+    });
+    assert.equal(doc.ports[3]?.policy, null, 'no policy: failing closed');
   });
 });

@@ -11,7 +11,9 @@
  *   keeps the last policy and reconnects with backoff.
  * - Inbound: a listener per pod port (on its own local port in local mode) forwarding to the
  *   application, and the mesh port for transport-header connections (§4.2); ports without a policy
- *   fail closed.
+ *   fail closed. In transparent mode any port may be redirected: an undeclared one's policy is
+ *   discovered on its first connection (a `WatchPort` stream opened then, bounded in number and
+ *   dropped when idle; see policy-watch), and the connection waits for it.
  * - Admin (§4.1): `/live`, `/ready`, `/metrics`, `/debug/policies`, each request authorized by the
  *   port-4191 policy (see admin-server).
  * - Outbound (optional): the HTTP forward proxy for the application (outbound-proxy), resolving
@@ -23,7 +25,9 @@
  *   destination (SO_ORIGINAL_DST through the native addon, see original-dst).
  *
  * Everything listens at start, before the certificate and the policies arrive; `/ready` says when
- * the proxy can serve: a certificate that has not expired and a policy for every watched port.
+ * the proxy can serve: a certificate that has not expired and a policy for every declared port
+ * (pod ports and 4191; lazily discovered ports do not count). `/debug/policies` lists the
+ * discovered ports after the declared ones.
  * A controller that is unreachable (at start or later) only delays readiness or updates: both
  * clients retry with backoff and log warnings, and what was received stays in force.
  */
@@ -44,7 +48,7 @@ import { loadOriginalDst, type OriginalDstReader } from './original-dst.js';
 import { DEFAULT_MESH_PORT, OutboundConnector } from './outbound-connector.js';
 import { OutboundProxy } from './outbound-proxy.js';
 import { DestinationCache } from './outbound-resolver.js';
-import { PolicyWatcher } from './policy-watch.js';
+import { type PolicyDiscoveryOptions, PolicyWatcher } from './policy-watch.js';
 import { RotatingMeshTls } from './proxy-tls.js';
 
 /** A host and port to listen on (port 0 = any free port). */
@@ -114,6 +118,8 @@ export interface ProxyOptions {
    * when it is not built. Default false (explicit ports).
    */
   readonly transparent?: boolean;
+  /** Transparent mode: reads original destinations in place of the native addon (tests script them). */
+  readonly originalDstReader?: OriginalDstReader;
   /**
    * Who the proxy-added `default:localhost` authorization admits (default 127.0.0.1 and ::1).
    * Local mode sets the pod's own address: every pod shares the host's loopback there.
@@ -124,6 +130,8 @@ export interface ProxyOptions {
   readonly registry?: MetricsRegistry;
   /** Delays between reconnects of a policy stream (default 100 ms doubling to 5 s). */
   readonly policyBackoff?: BackoffOptions;
+  /** Bounds of the lazy policy discovery of undeclared ports in transparent mode (defaults: see policy-watch). */
+  readonly policyDiscovery?: PolicyDiscoveryOptions;
   /** Delays between failed certificate requests (default 500 ms doubling to 10 s). */
   readonly identityBackoff?: BackoffOptions;
   /** Bounds of the certificate renewal delay (defaults 10 s, 24 h). */
@@ -168,7 +176,7 @@ export interface RunningProxy {
   /** The outbound forward proxy, when it runs. */
   readonly outbound: OutboundProxy | undefined;
   readonly registry: MetricsRegistry;
-  /** True when a valid certificate and a policy for every watched port are present (`/ready`). */
+  /** True when a valid certificate and a policy for every declared port are present (`/ready`). */
   isReady(): boolean;
   /** Resolves once ready (rejects with `ERR_PROXY_CLOSED` if closed first). Callers bound the wait. */
   ready(): Promise<void>;
@@ -191,6 +199,8 @@ export interface ProxyDebugPort {
   readonly invalid?: string;
   /** True for the admin port while the proxy's fallback applies (no answer from the controller yet). */
   readonly fallback?: boolean;
+  /** True for an undeclared port whose policy was discovered on its first connection (transparent mode). */
+  readonly discovered?: boolean;
 }
 
 /** The `/debug/policies` document. */
@@ -245,7 +255,7 @@ function checkInbound(inbound: readonly ProxyInboundPort[]): void {
 export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
   checkInbound(opts.inbound);
   // First: without the addon transparent mode cannot work, and nothing has been started yet.
-  const originalDst = opts.transparent === true ? loadOriginalDst() : undefined;
+  const originalDst = opts.transparent === true ? (opts.originalDstReader ?? loadOriginalDst()) : undefined;
   const log = opts.logger ?? silentLogger();
   const registry = opts.registry ?? new MetricsRegistry({ processMetrics: true });
   const domain = { controlPlaneNamespace: opts.controlPlaneNamespace, trustDomain: opts.trustDomain };
@@ -295,6 +305,7 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
     workload: JSON.stringify({ ns: opts.namespace, pod: opts.pod }),
     ports: [...podPorts, ADMIN_POLICY_PORT],
     backoff: opts.policyBackoff ?? DEFAULT_POLICY_BACKOFF,
+    ...opts.policyDiscovery,
     logger: log,
     ...(compile !== undefined ? { compile } : {}),
     onUpdate: (port, next) => {
@@ -360,6 +371,17 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
       ...(admin?.invalid !== undefined ? { invalid: admin.invalid } : {}),
       ...(admin === undefined ? { fallback: true } : {}),
     });
+    for (const port of watcher.discoveredPorts) {
+      const current = watcher.current(port);
+      ports.push({
+        port,
+        listen: hostPort(opts.mesh.host, bound?.mesh ?? opts.mesh.port),
+        app: hostPort(opts.appHost, port),
+        policy: current === undefined ? null : serverToProtoJson(current.server),
+        ...(current?.invalid !== undefined ? { invalid: current.invalid } : {}),
+        discovered: true,
+      });
+    }
     return {
       workload: { namespace: opts.namespace, pod: opts.pod },
       identity: identityName,

@@ -14,8 +14,16 @@ import { createServer as createHttpServer, type Server as HttpServer, type Incom
 import { type AddressInfo, createServer as createNetServer, type Server as NetServer, connect as netConnect, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { connect as tlsConnect } from 'node:tls';
-import type { DestinationEvent, StreamHandlers, WireResult } from '../api/index.js';
-import type { Authorization, InboundServer, Network, ProxyProtocol } from '../core/index.js';
+import {
+  type DestinationEvent,
+  type GrpcServerHandle,
+  InboundPolicyClient,
+  inboundPolicyService,
+  type StreamHandlers,
+  startGrpcServer,
+  type WireResult,
+} from '../api/index.js';
+import { ALL_NETWORKS, type Authorization, DEFAULT_HTTP_ROUTE, defaultMeta, type InboundServer, type Network, type ProxyProtocol } from '../core/index.js';
 import { TempDirs, waitFor, within } from './identity-test-helpers.js';
 import { InboundProxy } from './inbound-proxy.js';
 import type { OriginalDstReader, OriginalDstResult } from './original-dst.js';
@@ -23,7 +31,8 @@ import { OutboundConnector } from './outbound-connector.js';
 import { OutboundProxy } from './outbound-proxy.js';
 import { DestinationCache, type DestinationSource } from './outbound-resolver.js';
 import { HOST, POD_HTTP1, POD_TCP, type ServerSide, startServerSide } from './outbound-test-helpers.js';
-import { FakePolicies } from './policy-test-helpers.js';
+import { type FakeCell, FakeDiscovery, FakePolicies } from './policy-test-helpers.js';
+import { type PolicyWatchClient, PolicyWatcher, type PolicyWatcherOptions } from './policy-watch.js';
 import { MeshTlsContext, TRANSPORT_HEADER_ALPN } from './tls-context.js';
 import { encodeTransportHeader } from './transport-header.js';
 
@@ -294,5 +303,262 @@ describe('OutboundProxy with originalDst (transparent mode)', () => {
     assert.equal((outbound.stats().errors['original destination unknown'] ?? 0) - before, 1);
     // Nothing listens there: no status line, just the close.
     assert.equal(await exchange(await connectAs(outboundPort, HOST, redirectTo(HOST, 1)), get('/')), '');
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Lazy discovery: ports nobody declared, their policy from a real InboundServerPolicies server
+
+describe('InboundProxy with originalDst: ports discovered on first connection', () => {
+  const WORKLOAD = JSON.stringify({ ns: 'emojivoto', pod: 'web-0' });
+  const DISCOVERY_MS = 300;
+  /** Undeclared ports: HTTP under a cluster-unauthenticated-like default (only ALLOWED), `deny`, all-unauthenticated TCP, and one the controller never answers for. */
+  const HTTP_DEFAULT = 7001;
+  const DENY_DEFAULT = 7002;
+  const OPEN_TCP = 7003;
+  const HUNG = 7004;
+  /** Answered (all-unauthenticated TCP) only once the test opens the gate. */
+  const GATED = 7005;
+  let openGate: (() => void) | undefined;
+  /** All-unauthenticated HTTP, for the idle-eviction test (its own cell, so updates stay local). */
+  const IDLE = 7006;
+  let idleCell: FakeCell;
+  const onlyAllowed: Network[] = [{ net: { ip: ALLOWED, prefixLen: 32 }, except: [] }];
+  const defaultServer = (name: string, protocol: ProxyProtocol, authorizations: Authorization[]): InboundServer => ({
+    meta: defaultMeta(name),
+    protocol,
+    authorizations,
+  });
+  const unauthenticated = (name: string, networks: readonly Network[]): Authorization => ({
+    meta: defaultMeta(name),
+    networks,
+    authentication: { kind: 'unauthenticated' },
+  });
+
+  const discovery = new FakeDiscovery();
+  const watchCalls: number[] = [];
+  const lazySeen: string[] = [];
+  let appConnections = 0;
+  let grpc: GrpcServerHandle;
+  let policyClient: InboundPolicyClient;
+  let lazyHttp: HttpServer;
+  let lazyEcho: NetServer;
+  const started: { proxy: InboundProxy; watcher: PolicyWatcher }[] = [];
+
+  /** An InboundProxy in transparent mode over a PolicyWatcher that declares 8080 only. */
+  async function startLazy(extra: Partial<PolicyWatcherOptions> = {}): Promise<{ proxy: InboundProxy; watcher: PolicyWatcher; meshPort: number }> {
+    const httpPort = (lazyHttp.address() as AddressInfo).port;
+    const echoPort = (lazyEcho.address() as AddressInfo).port;
+    const client: PolicyWatchClient = {
+      watchPort: (workload, port, handlers) => {
+        watchCalls.push(port);
+        // The controller never answers for HUNG: the stream stays open and silent.
+        if (port === HUNG) return () => {};
+        if (port !== GATED) return policyClient.watchPort(workload, port, handlers);
+        let cancel: (() => void) | undefined;
+        let cancelled = false;
+        openGate = () => {
+          if (!cancelled) cancel = policyClient.watchPort(workload, port, handlers);
+        };
+        return () => {
+          cancelled = true;
+          cancel?.();
+        };
+      },
+    };
+    const watcher = new PolicyWatcher({
+      client,
+      workload: WORKLOAD,
+      ports: [8080],
+      backoff: { minMs: 10, maxMs: 50 },
+      discoveryTimeoutMs: DISCOVERY_MS,
+      ...extra,
+    });
+    const proxy = new InboundProxy({
+      identity: side.serverCert.identity,
+      tls: new MeshTlsContext(side.serverCert, side.mesh.anchorsPem),
+      policies: watcher,
+      appHost: HOST,
+      appPortOf: (p) => (p === HTTP_DEFAULT || p === IDLE || p === 8080 ? httpPort : echoPort),
+      listen: { host: HOST, meshPort: 0, appPorts: [] },
+      detectTimeoutMs: 1000,
+      originalDst,
+    });
+    started.push({ proxy, watcher });
+    const meshPort = (await proxy.start()).meshPort;
+    await within(watcher.ready(), WAIT_MS, 'the declared port’s policy');
+    return { proxy, watcher, meshPort };
+  }
+
+  let lazy: { proxy: InboundProxy; watcher: PolicyWatcher; meshPort: number };
+
+  before(async () => {
+    const detectAll: ProxyProtocol = { kind: 'detect', timeoutMs: 1000, httpRoutes: [DEFAULT_HTTP_ROUTE] };
+    discovery.add('emojivoto', 'web-0', 8080, server('web', { kind: 'http1', routes: [DEFAULT_HTTP_ROUTE] }, [unauthenticated('all', onlyAllowed)]));
+    discovery.add(
+      'emojivoto',
+      'web-0',
+      HTTP_DEFAULT,
+      defaultServer('cluster-unauthenticated', detectAll, [unauthenticated('cluster-unauthenticated', onlyAllowed)]),
+    );
+    discovery.add('emojivoto', 'web-0', DENY_DEFAULT, defaultServer('deny', { kind: 'opaque' }, []));
+    for (const port of [OPEN_TCP, GATED]) {
+      discovery.add(
+        'emojivoto',
+        'web-0',
+        port,
+        defaultServer('all-unauthenticated', { kind: 'opaque' }, [unauthenticated('all-unauthenticated', ALL_NETWORKS)]),
+      );
+    }
+    idleCell = discovery.add(
+      'emojivoto',
+      'web-0',
+      IDLE,
+      defaultServer('all-unauthenticated', detectAll, [unauthenticated('all-unauthenticated', ALL_NETWORKS)]),
+    );
+    grpc = await startGrpcServer({ host: HOST, port: 0, services: [inboundPolicyService(discovery)] });
+    policyClient = new InboundPolicyClient({ address: `${HOST}:${grpc.port}`, dedicatedConnection: true });
+    lazyHttp = createHttpServer((req, res) => {
+      lazySeen.push(`${req.url} ${req.headers['l5d-client-id'] ?? '-'}`);
+      res.end(`lazy app ${req.url}`);
+    });
+    lazyEcho = createNetServer((s) => {
+      appConnections++;
+      s.on('error', () => {});
+      s.pipe(s);
+    });
+    await Promise.all([listen(lazyHttp), listen(lazyEcho)]);
+    lazy = await startLazy();
+  });
+
+  after(async () => {
+    for (const s of sockets) s.destroy();
+    for (const { proxy, watcher } of started) {
+      watcher.stop();
+      await proxy.close();
+    }
+    policyClient?.close();
+    await grpc?.close(0);
+    lazyHttp?.closeAllConnections();
+    await Promise.all([new Promise((r) => lazyHttp?.close(r)), new Promise((r) => lazyEcho?.close(r))]);
+  });
+
+  it('serves a redirected connection to an undeclared port with the policy the controller gives it: allowed → the app, denied → 403', async () => {
+    assert.equal(lazy.watcher.current(HTTP_DEFAULT), undefined, 'not watched before the first connection');
+    const ok = await exchange(await connectAs(lazy.meshPort, ALLOWED, redirectTo('10.0.0.5', HTTP_DEFAULT)), get('/lazy'));
+    assert.match(ok, /^HTTP\/1\.1 200 [\s\S]*lazy app \/lazy$/);
+    assert.deepEqual(lazy.watcher.discoveredPorts, [HTTP_DEFAULT]);
+    const before = lazySeen.length;
+    const denied = await exchange(await connectAs(lazy.meshPort, STRANGER, redirectTo('10.0.0.5', HTTP_DEFAULT)), get('/denied'));
+    assert.match(denied, /^HTTP\/1\.1 403 /);
+    assert.equal(lazySeen.length, before, 'the denied request never reached the app');
+    assert.equal(watchCalls.filter((p) => p === HTTP_DEFAULT).length, 1, 'one stream for the port');
+    assert.equal(lazy.watcher.isReady(), true);
+  });
+
+  it('applies a discovered port’s policy to the port a transport header names', async () => {
+    next = redirectTo('10.0.0.5', lazy.meshPort);
+    const tcp = watch(netConnect({ host: HOST, port: lazy.meshPort, localAddress: ALLOWED })).socket;
+    const t = watch(
+      tlsConnect({
+        ...new MeshTlsContext(side.clientCert, side.mesh.anchorsPem).clientOptions(side.serverCert.identity, [TRANSPORT_HEADER_ALPN]),
+        socket: tcp,
+      }),
+    );
+    await within(once(t.socket, 'secureConnect'), WAIT_MS, 'the mesh handshake');
+    t.socket.write(encodeTransportHeader({ port: HTTP_DEFAULT, sessionProtocol: 'http1' }));
+    assert.match(await exchange(t, get('/header')), /^HTTP\/1\.1 200 [\s\S]*lazy app \/header$/);
+    assert.equal(lazySeen.at(-1), `/header ${side.clientCert.identity}`);
+  });
+
+  it('denies on an undeclared port under a deny default: closed without a byte, the app never sees it', async () => {
+    const before = appConnections;
+    const deniedBefore = lazy.proxy.stats().tcpAuthzDeny;
+    assert.equal(await exchange(await connectAs(lazy.meshPort, ALLOWED, redirectTo('10.0.0.5', DENY_DEFAULT)), 'ping'), '');
+    assert.equal(lazy.proxy.stats().tcpAuthzDeny - deniedBefore, 1);
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal(appConnections, before);
+  });
+
+  it('holds first connections until the policy arrives, sharing one discovery, with no byte lost or forwarded early', async () => {
+    const before = appConnections;
+    const a = await connectAs(lazy.meshPort, STRANGER, redirectTo('10.0.0.5', GATED));
+    a.socket.write('early');
+    const b = await connectAs(lazy.meshPort, STRANGER, redirectTo('10.0.0.5', GATED));
+    await waitFor(() => lazy.proxy.stats().open === 2, 'both connections accepted');
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(appConnections, before, 'nothing forwarded without a policy');
+    assert.equal(a.received(), '');
+    assert.equal(watchCalls.filter((p) => p === GATED).length, 1, 'one stream for both connections');
+    openGate?.();
+    await waitFor(() => a.received() === 'early', 'the bytes written while waiting, echoed', WAIT_MS);
+    await echoes(b, 'second');
+    assert.equal(appConnections - before, 2);
+    a.socket.destroy();
+    b.socket.destroy();
+  });
+
+  it('closes a connection after the discovery bound when the controller never answers; the app never sees it', async () => {
+    const before = appConnections;
+    const errorsBefore = lazy.proxy.stats().tcpErrors['policy discovery timeout'] ?? 0;
+    const startedAt = Date.now();
+    const c = await connectAs(lazy.meshPort, ALLOWED, redirectTo('10.0.0.5', HUNG));
+    assert.equal(await exchange(c, 'hello?'), '');
+    const waited = Date.now() - startedAt;
+    assert.ok(waited >= DISCOVERY_MS - 20, `closed only after the bound (${waited} ms)`);
+    assert.equal((lazy.proxy.stats().tcpErrors['policy discovery timeout'] ?? 0) - errorsBefore, 1);
+    assert.equal(appConnections, before);
+    assert.equal(lazy.watcher.isReady(), true, 'readiness depends on the declared ports only');
+  });
+
+  it('keeps a discovered port while a connection uses it (requests and updates still see its policy), and drops it once idle', async () => {
+    const IDLE_MS = 60;
+    const short = await startLazy({ discoveryIdleMs: IDLE_MS });
+    const c = await connectAs(short.meshPort, STRANGER, redirectTo('10.0.0.5', IDLE));
+    /** One keep-alive request; resolves with the status code once the whole response is in. */
+    const request = async (path: string): Promise<string> => {
+      const before = c.received().length;
+      c.socket.write(`GET ${path} HTTP/1.1\r\nHost: web\r\n\r\n`);
+      const response = () => c.received().slice(before);
+      const isComplete = (r: string): boolean => {
+        const head = r.indexOf('\r\n\r\n');
+        const length = /content-length: (\d+)/i.exec(r)?.[1];
+        return head !== -1 && length !== undefined && r.length - (head + 4) >= Number(length);
+      };
+      await waitFor(() => isComplete(response()), `the response to ${path}`, WAIT_MS);
+      return response().split(' ')[1] ?? '';
+    };
+    assert.equal(await request('/one'), '200');
+    await new Promise((r) => setTimeout(r, IDLE_MS * 5));
+    assert.deepEqual(short.watcher.discoveredPorts, [IDLE], 'in use: not dropped');
+    assert.equal(await request('/two'), '200', 'the open connection still finds the policy');
+    // An update from the controller still reaches the port.
+    idleCell.publish(defaultServer('deny', { kind: 'detect', timeoutMs: 1000, httpRoutes: [DEFAULT_HTTP_ROUTE] }, []));
+    await waitFor(() => short.watcher.current(IDLE)?.server.meta.name === 'deny', 'the update');
+    assert.equal(await request('/three'), '403');
+    c.socket.destroy();
+    // Nothing uses the port any more: after the idle period its stream is cancelled on the controller too.
+    await waitFor(() => short.watcher.discoveredPorts.length === 0, 'the idle port to be dropped', WAIT_MS);
+    await waitFor(() => idleCell.listeners.size === 0, 'the controller-side stream to end', WAIT_MS);
+    assert.equal(short.watcher.current(IDLE), undefined);
+    // The next connection discovers it again.
+    assert.match(await exchange(await connectAs(short.meshPort, STRANGER, redirectTo('10.0.0.5', IDLE)), get('/again')), /^HTTP\/1\.1 403 /);
+    assert.equal(watchCalls.filter((p) => p === IDLE).length, 2, 'a second stream for the second discovery');
+  });
+
+  it('fails closed on new undeclared ports beyond the cap, while discovered ones keep working', async () => {
+    const capped = await startLazy({ maxDiscoveredPorts: 1 });
+    const first = await connectAs(capped.meshPort, STRANGER, redirectTo('10.0.0.5', OPEN_TCP));
+    await echoes(first, 'within the cap');
+    const before = lazySeen.length;
+    const refused = await connectAs(capped.meshPort, ALLOWED, redirectTo('10.0.0.5', HTTP_DEFAULT));
+    assert.equal(await exchange(refused, get('/over')), '');
+    assert.equal(capped.proxy.stats().tcpErrors['policy discovery limit'], 1);
+    assert.equal(lazySeen.length, before);
+    assert.deepEqual(capped.watcher.discoveredPorts, [OPEN_TCP]);
+    const again = await connectAs(capped.meshPort, STRANGER, redirectTo('10.0.0.5', OPEN_TCP));
+    await echoes(again, 'still served');
+    first.socket.destroy();
+    again.socket.destroy();
   });
 });
