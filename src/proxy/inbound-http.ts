@@ -66,7 +66,6 @@ import {
   constants as h2constants,
   type ServerHttp2Stream,
 } from 'node:http2';
-import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import {
@@ -95,7 +94,8 @@ import {
 } from './inbound-http-headers.js';
 import { AppUpstream } from './inbound-http-upstream.js';
 import type { InboundHttpConnection } from './inbound-proxy.js';
-import { type InboundHttpErrorReason, type InboundHttpRecorder, type InboundMetricsHooks, InboundStatsCounter } from './inbound-stats.js';
+import { type InboundHttpErrorReason, type InboundMetricsHooks, InboundStatsCounter } from './inbound-stats.js';
+import { grpcStatusValue, HttpExchange, h2Error } from './metrics-http.js';
 import { editHttp1Headers, editHttp2Headers, type FilterOutcome, runRouteFilters } from './route-filters.js';
 
 /** Tunables of the HTTP stack (every one optional). */
@@ -154,76 +154,6 @@ const APP_UNREACHABLE = 'connection to the application failed';
 const UPGRADE_NOT_SUPPORTED = 'protocol upgrades are not supported';
 
 function noop(): void {}
-
-/** HTTP/2 error code names by value (RFC 9113 §7), for `h2(<REASON>)` error labels. */
-const H2_REASONS: readonly string[] = [
-  'NO_ERROR',
-  'PROTOCOL_ERROR',
-  'INTERNAL_ERROR',
-  'FLOW_CONTROL_ERROR',
-  'SETTINGS_TIMEOUT',
-  'STREAM_CLOSED',
-  'FRAME_SIZE_ERROR',
-  'REFUSED_STREAM',
-  'CANCEL',
-  'COMPRESSION_ERROR',
-  'CONNECT_ERROR',
-  'ENHANCE_YOUR_CALM',
-  'INADEQUATE_SECURITY',
-  'HTTP_1_1_REQUIRED',
-];
-
-/** The error label of an HTTP/2 reset, spelled as upstream's (`h2(CANCEL)`). */
-function h2Error(code: number | undefined): string {
-  return code === undefined ? 'unclassified' : `h2(${H2_REASONS[code] ?? `UNKNOWN_${code}`})`;
-}
-
-/** A `grpc-status` header or trailer as a number; -1 when absent or not a number. */
-function grpcStatusValue(v: string | string[] | number | undefined): number {
-  const s = Array.isArray(v) ? v[0] : v;
-  if (s === undefined) return -1;
-  const n = typeof s === 'number' ? s : Number(s);
-  return Number.isInteger(n) && n >= 0 ? n : -1;
-}
-
-/** How one permitted request's exchange went, reported once to its recorder when it is over. */
-class Exchange {
-  readonly #recorder: InboundHttpRecorder;
-  readonly #startMs = performance.now();
-  #status = 0;
-  #headerGrpc = -1;
-  #trailerGrpc = -1;
-  #latencyMs = Number.NaN;
-  #error: string | undefined;
-  #ended = false;
-
-  constructor(recorder: InboundHttpRecorder) {
-    this.#recorder = recorder;
-  }
-
-  /** The response headers went to the client (`grpcStatus`: a trailers-only `grpc-status`, -1 without). */
-  head(status: number, grpcStatus: number): void {
-    if (this.#status !== 0) return;
-    this.#status = status;
-    this.#headerGrpc = grpcStatus;
-    this.#latencyMs = performance.now() - this.#startMs;
-  }
-
-  trailers(grpcStatus: number): void {
-    this.#trailerGrpc = grpcStatus;
-  }
-
-  /** The exchange failed; the first reason counts. */
-  fail(error: string): void {
-    this.#error ??= error;
-  }
-
-  end(): void {
-    if (this.#ended) return;
-    this.#ended = true;
-    this.#recorder.end(this.#status, this.#headerGrpc, this.#trailerGrpc, this.#error, this.#latencyMs);
-  }
-}
 
 /** One HTTP connection's facts, fixed for its lifetime. */
 interface HttpConn {
@@ -526,15 +456,15 @@ export class InboundHttp {
   }
 
   /** Reports a permitted request (`request_total`); its exchange, when its end is to be reported. */
-  #exchange(ctx: HttpConn, d: Permit, req: RequestInfo): Exchange | undefined {
+  #exchange(ctx: HttpConn, d: Permit, req: RequestInfo): HttpExchange | undefined {
     const onRequest = this.#hooks.onHttpRequest;
     if (onRequest === undefined) return undefined;
     const recorder = onRequest({ port: ctx.port, client: ctx.client, decision: d, request: req });
-    return recorder === undefined ? undefined : new Exchange(recorder);
+    return recorder === undefined ? undefined : new HttpExchange(recorder);
   }
 
   /** Runs a permit's route filters; a filter that answers or fails is logged and counted here. */
-  #filters(ctx: HttpConn, d: Permit, req: RequestInfo, ex: Exchange | undefined): FilterOutcome | undefined {
+  #filters(ctx: HttpConn, d: Permit, req: RequestInfo, ex: HttpExchange | undefined): FilterOutcome | undefined {
     const filters = d.filters;
     if (filters === undefined || filters.length === 0) return undefined;
     const grpcRoutes = this.#policies.current(ctx.port)?.grpcRoutes !== undefined;
@@ -647,7 +577,7 @@ export class InboundHttp {
     method: string,
     path: string,
     headers: readonly string[],
-    ex: Exchange | undefined,
+    ex: HttpExchange | undefined,
   ): void {
     const up = this.#upstream.request1(ctx.appPort, method, path, headers);
     up.on('response', (ures: IncomingMessage) => {
@@ -824,7 +754,7 @@ export class InboundHttp {
     if (!stream.readableEnded) stream.resume();
   }
 
-  #forward2(stream: ServerHttp2Stream, ctx: HttpConn, headers: Http2OutgoingHeaders, grpc: boolean, endStream: boolean, ex: Exchange | undefined): void {
+  #forward2(stream: ServerHttp2Stream, ctx: HttpConn, headers: Http2OutgoingHeaders, grpc: boolean, endStream: boolean, ex: HttpExchange | undefined): void {
     let up: ClientHttp2Stream;
     try {
       up = this.#upstream.request2(ctx.appPort, headers, endStream);

@@ -194,3 +194,104 @@ describe('InboundMetrics', () => {
     ]);
   });
 });
+
+describe('InboundMetrics: idle series eviction', () => {
+  const IDLE = 60_000;
+  function clocked(): { registry: MetricsRegistry; advance(ms: number): void } {
+    let now = 0;
+    return {
+      registry: new MetricsRegistry({ now: () => now, idleTimeoutMs: IDLE }),
+      advance: (ms) => {
+        now += ms;
+      },
+    };
+  }
+
+  it('resolves a cached series again after its eviction: the next request is counted, from zero', async () => {
+    const { registry, advance } = clocked();
+    const m = new InboundMetrics({ registry, targetIp: '10.0.0.7' });
+    // One decision object, as a compiled policy hands out: the hooks cache its series by identity.
+    const e = { port: 8080, client: meshed, decision: permit(srv('web-http'), authzMeta('a')), request };
+    const exchange = (status: number) => {
+      m.hooks.onHttpAllow?.(e);
+      m.hooks.onHttpRequest?.(e)?.end(status, -1, -1, undefined, 2);
+    };
+    exchange(200);
+    exchange(200);
+    m.hooks.onHttpDeny?.({ port: 8080, client: plain, decision: deny(srv('web-http')), request });
+    await registry.metrics();
+    advance(IDLE + 1);
+    assert.deepEqual(await samples(registry, 'request_total'), []);
+    assert.deepEqual(await samples(registry, 'inbound_http_authz_allow_total'), []);
+    assert.deepEqual(await samples(registry, 'inbound_http_authz_deny_total'), []);
+    exchange(503);
+    m.hooks.onHttpDeny?.({ port: 8080, client: plain, decision: deny(srv('web-http')), request });
+    assert.equal((await samples(registry, 'request_total')).length, 1);
+    assert.match((await samples(registry, 'request_total'))[0] ?? '', /\} 1$/);
+    assert.match((await samples(registry, 'inbound_http_authz_allow_total'))[0] ?? '', /\} 1$/);
+    assert.deepEqual(
+      (await samples(registry, 'response_total')).map((l) => l.replace(/\{.*,status_code/, '{…,status_code')),
+      ['response_total{…,status_code="503",classification="failure"} 1'],
+    );
+    assert.match((await samples(registry, 'inbound_http_authz_deny_total'))[0] ?? '', /\} 1$/);
+  });
+
+  it('keeps the series of a request in flight, however long it takes', async () => {
+    const { registry, advance } = clocked();
+    const m = new InboundMetrics({ registry, targetIp: '10.0.0.7' });
+    const e = { port: 8080, client: meshed, decision: permit(srv('grpc'), authzMeta('a')), request };
+    m.hooks.onHttpAllow?.(e);
+    const stream = m.hooks.onHttpRequest?.(e);
+    await registry.metrics();
+    advance(IDLE * 5);
+    assert.equal((await samples(registry, 'request_total')).length, 1, 'held by the stream in flight');
+    stream?.end(200, -1, 0, undefined, IDLE * 5);
+    assert.match((await samples(registry, 'request_total'))[0] ?? '', /\} 1$/, 'not reset under the request');
+    assert.match((await samples(registry, 'response_total'))[0] ?? '', /status_code="200",classification="success",grpc_status_code="0"\} 1$/);
+    advance(IDLE + 1);
+    assert.deepEqual(await samples(registry, 'request_total'), [], 'released at its end: evicted once idle');
+    assert.deepEqual(await samples(registry, 'response_total'), []);
+  });
+
+  it('keeps the transport series of an open connection; after its close and the idle period, a new one counts from 1', async () => {
+    const { registry, advance } = clocked();
+    const m = new InboundMetrics({ registry, targetIp: '10.0.0.7' });
+    const sock = () => Object.assign(new EventEmitter(), { closed: false, bytesRead: 3, bytesWritten: 4 });
+    const server = srv('web-tcp');
+    const a = sock();
+    m.hooks.onTcpOpen?.({ port: 9000, server, client: meshed, socket: a as unknown as Socket });
+    await registry.metrics();
+    advance(IDLE * 3);
+    assert.match((await samples(registry, 'tcp_open_total'))[0] ?? '', /\} 1$/, 'the counter is idle, but the connection is open');
+    a.emit('close');
+    assert.match((await samples(registry, 'tcp_close_total'))[0] ?? '', /errno=""\} 1$/);
+    advance(IDLE + 1);
+    for (const name of ['tcp_open_total', 'tcp_open_connections', 'tcp_close_total', 'tcp_read_bytes_total', 'tcp_connection_duration_ms_count']) {
+      assert.deepEqual(await samples(registry, name), [], name);
+    }
+    // The same server and client: the cached series was evicted, a new one is resolved.
+    const b = sock();
+    m.hooks.onTcpOpen?.({ port: 9000, server, client: meshed, socket: b as unknown as Socket });
+    assert.match((await samples(registry, 'tcp_open_total'))[0] ?? '', /\} 1$/);
+    assert.match((await samples(registry, 'tcp_open_connections'))[0] ?? '', /\} 1$/);
+    b.emit('close');
+    assert.match((await samples(registry, 'tcp_read_bytes_total'))[0] ?? '', /\} 3$/, 'bytes start again from the new connection');
+  });
+
+  it('forgets the series of client identities that stopped calling', async () => {
+    const { registry, advance } = clocked();
+    const m = new InboundMetrics({ registry, targetIp: '10.0.0.7' });
+    const p = permit(srv('web-http'), authzMeta('a'));
+    for (let i = 0; i < 100; i++) {
+      const client: ClientInfo = { ip: IP, tls: { kind: 'established', clientId: `c${i}.ns.serviceaccount.identity.linkerd.cluster.local` } };
+      // authorizeRequest answers a new decision object per request.
+      const e = { port: 8080, client, decision: { ...p }, request };
+      m.hooks.onHttpAllow?.(e);
+      m.hooks.onHttpRequest?.(e)?.end(200, -1, -1, undefined, 1);
+    }
+    assert.equal((await samples(registry, 'request_total')).length, 100);
+    advance(IDLE + 1);
+    const text = await registry.metrics();
+    assert.doesNotMatch(text, /client_id="c\d+\./);
+  });
+});

@@ -17,13 +17,12 @@
  *   `grpc_status_code` or, for an exchange that failed without a complete response, `error`;
  * - the `tcp_*` transport metrics of inbound connections (see metrics-transport).
  *
- * Classification as upstream's default classifier (linkerd2-proxy `app/core/src/classify.rs`): a
- * `grpc-status` in the response headers (trailers-only) decides; otherwise a 5xx status is a
- * failure; otherwise a `grpc-status` in the trailers decides; otherwise success. A gRPC status is a
- * failure when it is not 0 (OK). An exchange that ended without a complete response (a reset, an
- * application that cannot be reached) is a failure with an `error` label: `h2(<REASON>)` for an
- * HTTP/2 reset (upstream's spelling), else the proxy's reason (`app unreachable`,
- * `app response aborted`, `client disconnected`, `upgrade not supported`, `invalid route filter`).
+ * Classification as upstream's default classifier, shared with the outbound side (metrics-http):
+ * `grpc-status` in the headers, else 5xx, else `grpc-status` in the trailers. An exchange that
+ * ended without a complete response (a reset, an application that cannot be reached) is a failure
+ * with an `error` label: `h2(<REASON>)` for an HTTP/2 reset (upstream's spelling), else the
+ * proxy's reason (`app unreachable`, `app response aborted`, `client disconnected`,
+ * `upgrade not supported`, `invalid route filter`).
  *
  * Labels as upstream: `target_addr`, `target_ip`, `target_port`, `srv_group`, `srv_kind`, `srv_name`,
  * `srv_port`, `route_group/kind/name`, `authz_group/kind/name`, and the TLS labels
@@ -34,29 +33,26 @@
  * the compiled policy, so after the first request of a kind nothing is allocated or hashed. A
  * permitted request resolves its series once: `onHttpAllow` and `onHttpRequest` share it, and the
  * series itself is the request's recorder, whose response cells are keyed by status and gRPC
- * status numbers. Cells are shared by label values (a policy update that re-creates equal `Meta`
- * objects finds the same cell), and the registry reads them at scrape time.
+ * status numbers. Series are shared by label values (a policy update that re-creates equal `Meta`
+ * objects finds the same series), and the registry reads them at scrape time.
+ *
+ * Eviction (metric-cells): a route series (allow, request, response and latency cells) is one
+ * group, held by its requests in flight; a connection series is held by its open connections.
+ * The identity-keyed indexes start over whenever the registry evicted something, so that a
+ * decision after an eviction resolves a live series again (from zero if it was evicted) and the
+ * keys of forgotten series (client identities) do not stay in memory.
  */
 import type { ClientInfo, Deny, Meta, Permit } from '../core/index.js';
 import type {
   InboundErrorReason,
   InboundHttpDecisionEvent,
   InboundHttpErrorReason,
-  InboundHttpRecorder,
   InboundMetricsHooks,
   InboundTcpDecisionEvent,
   InboundTcpOpenEvent,
 } from './inbound-stats.js';
-import {
-  CellCounter,
-  CellHistogram,
-  type HistogramCell,
-  LATENCY_BUCKETS_MS,
-  type Labels,
-  type MetricsRegistry,
-  observe,
-  type ValueCell,
-} from './metric-cells.js';
+import { CellCounter, type Labels, type MetricsRegistry, type ValueCell } from './metric-cells.js';
+import { type HttpFamilies, HttpSeries, registerHttpFamilies } from './metrics-http.js';
 import { DecisionIndex, labelsOf, metaLabels, NO_META, serverLabels, targetLabels, tlsLabels } from './metrics-labels.js';
 import { TransportMetrics, type TransportSeries } from './metrics-transport.js';
 
@@ -69,16 +65,18 @@ class DecisionCounter {
 
   constructor(registry: MetricsRegistry, name: string, help: string, targetIp: string, withRoute: boolean, withAuthz: boolean) {
     const family = new CellCounter(registry, name, help);
-    this.#index = new DecisionIndex((port, server, route, authz, tls) =>
-      family.cell(
-        labelsOf(
-          targetLabels(targetIp, port),
-          serverLabels(server, port),
-          tlsLabels(tls),
-          withRoute && route !== NO_META ? metaLabels('route', route) : {},
-          withAuthz && authz !== NO_META ? metaLabels('authz', authz) : {},
+    this.#index = new DecisionIndex(
+      (port, server, route, authz, tls) =>
+        family.cell(
+          labelsOf(
+            targetLabels(targetIp, port),
+            serverLabels(server, port),
+            tlsLabels(tls),
+            withRoute && route !== NO_META ? metaLabels('route', route) : {},
+            withAuthz && authz !== NO_META ? metaLabels('authz', authz) : {},
+          ),
         ),
-      ),
+      registry,
     );
   }
 
@@ -101,89 +99,17 @@ class ErrorCounter {
   }
 }
 
-/** The request/response families shared by every route series. */
-interface HttpFamilies {
-  readonly requests: CellCounter;
-  readonly responses: CellCounter;
-  readonly latency: CellHistogram;
-}
-
 /**
- * The series of one (port, server, route, authz, client TLS): its authorization-allow cell, and
- * its request/response cells created on first use. It is the recorder of its requests.
+ * The series of one (port, server, route, authz, client TLS) label set: its authorization-allow
+ * cell and its request/response cells, one eviction group. It is the recorder of its requests.
  */
-class HttpRouteSeries implements InboundHttpRecorder {
+class HttpRouteSeries extends HttpSeries {
   /** `inbound_http_authz_allow_total`. */
   readonly allow: ValueCell;
-  readonly #families: HttpFamilies;
-  /** `direction="inbound"`, target, TLS, server, route and authz labels. */
-  readonly #labels: Labels;
-  #request: ValueCell | undefined;
-  /** Completed responses by status, then by gRPC status label (-1: none). */
-  readonly #responses = new Map<number, Map<number, ValueCell>>();
-  /** Failed exchanges by error, then by status (0: no response). */
-  readonly #errors = new Map<string, Map<number, ValueCell>>();
-  readonly #latency = new Map<number, HistogramCell>();
 
-  constructor(allow: ValueCell, families: HttpFamilies, labels: Labels) {
-    this.allow = allow;
-    this.#families = families;
-    this.#labels = labels;
-  }
-
-  /** `request_total`. */
-  get request(): ValueCell {
-    this.#request ??= this.#families.requests.cell(this.#labels);
-    return this.#request;
-  }
-
-  end(status: number, headerGrpcStatus: number, trailerGrpcStatus: number, error: string | undefined, latencyMs: number): void {
-    if (status > 0 && latencyMs >= 0) observe(this.#latencyCell(status), latencyMs);
-    if (error !== undefined || status <= 0) {
-      this.#errorCell(error ?? 'unclassified', status).value++;
-      return;
-    }
-    let grpc = -1;
-    if (headerGrpcStatus >= 0) grpc = headerGrpcStatus;
-    else if (status < 500 && trailerGrpcStatus >= 0) grpc = trailerGrpcStatus;
-    let byGrpc = this.#responses.get(status);
-    if (byGrpc === undefined) {
-      byGrpc = new Map();
-      this.#responses.set(status, byGrpc);
-    }
-    let cell = byGrpc.get(grpc);
-    if (cell === undefined) {
-      const failure = grpc >= 0 ? grpc !== 0 : status >= 500;
-      const extra: Record<string, string> = { status_code: String(status), classification: failure ? 'failure' : 'success' };
-      if (grpc >= 0) extra.grpc_status_code = String(grpc);
-      cell = this.#families.responses.cell(labelsOf(this.#labels, extra));
-      byGrpc.set(grpc, cell);
-    }
-    cell.value++;
-  }
-
-  #errorCell(error: string, status: number): ValueCell {
-    let byStatus = this.#errors.get(error);
-    if (byStatus === undefined) {
-      byStatus = new Map();
-      this.#errors.set(error, byStatus);
-    }
-    let cell = byStatus.get(status);
-    if (cell === undefined) {
-      const extra: Record<string, string> = status > 0 ? { status_code: String(status) } : {};
-      cell = this.#families.responses.cell(labelsOf(this.#labels, extra, { classification: 'failure', error }));
-      byStatus.set(status, cell);
-    }
-    return cell;
-  }
-
-  #latencyCell(status: number): HistogramCell {
-    let cell = this.#latency.get(status);
-    if (cell === undefined) {
-      cell = this.#families.latency.cell(labelsOf(this.#labels, { status_code: String(status) }));
-      this.#latency.set(status, cell);
-    }
-    return cell;
+  constructor(allowFamily: CellCounter, allowLabels: Labels, families: HttpFamilies, labels: Labels, onEvict: () => void) {
+    super(families, labels, onEvict);
+    this.allow = allowFamily.cell(allowLabels, this);
   }
 }
 
@@ -195,6 +121,8 @@ export interface InboundMetricsOptions {
   readonly targetIp: string;
   /** The `tcp_*` families (default: new ones in `registry`); the outbound side shares them. */
   readonly transport?: TransportMetrics;
+  /** The request/response families (default: new ones in `registry`); the outbound side shares them. */
+  readonly http?: HttpFamilies;
 }
 
 /**
@@ -206,6 +134,8 @@ export class InboundMetrics {
   readonly hooks: InboundMetricsHooks;
   /** The `tcp_*` families (shared with the outbound side). */
   readonly transport: TransportMetrics;
+  /** `request_total`, `response_total`, `response_latency_ms` (shared with the outbound side). */
+  readonly http: HttpFamilies;
   /** The series `onHttpAllow` resolved last, for the `onHttpRequest` of the same decision. */
   #lastDecision: Permit | undefined;
   #lastSeries: HttpRouteSeries | undefined;
@@ -229,29 +159,40 @@ export class InboundMetrics {
     const httpErrors = new ErrorCounter(registry, 'inbound_http_errors_total', 'inbound HTTP requests answered or dropped without a policy decision');
 
     const httpAllow = new CellCounter(registry, 'inbound_http_authz_allow_total', 'HTTP requests authorized by policy');
-    const families: HttpFamilies = {
-      requests: new CellCounter(registry, 'request_total', 'Total count of HTTP requests'),
-      responses: new CellCounter(registry, 'response_total', 'Total count of HTTP responses'),
-      latency: new CellHistogram(registry, 'response_latency_ms', 'Elapsed times between a request and its response headers', LATENCY_BUCKETS_MS),
-    };
+    this.http = opts.http ?? registerHttpFamilies(registry);
+    const families = this.http;
+    /** Route series by label values (an evicted one leaves). */
+    const byLabels = new Map<string, HttpRouteSeries>();
     const routes = new DecisionIndex<HttpRouteSeries>((port, server, route, authz, tls) => {
       const target = targetLabels(targetIp, port);
       const srv = serverLabels(server, port);
       const tlsL = tlsLabels(tls);
       const r = route === NO_META ? {} : metaLabels('route', route);
       const a = metaLabels('authz', authz);
-      return new HttpRouteSeries(httpAllow.cell(labelsOf(target, srv, tlsL, r, a)), families, labelsOf({ direction: 'inbound' }, target, tlsL, srv, r, a));
-    });
+      const labels = labelsOf({ direction: 'inbound' }, target, tlsL, srv, r, a);
+      const key = JSON.stringify(labels);
+      let s = byLabels.get(key);
+      if (s === undefined) {
+        const created: HttpRouteSeries = new HttpRouteSeries(httpAllow, labelsOf(target, srv, tlsL, r, a), families, labels, () => {
+          if (byLabels.get(key) === created) byLabels.delete(key);
+        });
+        s = created;
+        byLabels.set(key, s);
+      }
+      return s;
+    }, registry);
 
     this.transport = opts.transport ?? new TransportMetrics(registry);
     const transport = this.transport;
-    const connections = new DecisionIndex<TransportSeries>((port, server, _route, _authz, tls) =>
-      transport.series(labelsOf({ direction: 'inbound', peer: 'src' }, targetLabels(targetIp, port), tlsLabels(tls), serverLabels(server, port))),
+    const connections = new DecisionIndex<TransportSeries>(
+      (port, server, _route, _authz, tls) =>
+        transport.series(labelsOf({ direction: 'inbound', peer: 'src' }, targetLabels(targetIp, port), tlsLabels(tls), serverLabels(server, port))),
+      registry,
     );
 
     const routeSeries = (e: InboundHttpDecisionEvent<Permit>): HttpRouteSeries => {
       const d = e.decision;
-      if (d === this.#lastDecision && this.#lastSeries !== undefined) return this.#lastSeries;
+      if (d === this.#lastDecision && this.#lastSeries !== undefined && !this.#lastSeries.evicted) return this.#lastSeries;
       const s = routes.get(e.port, d.server, d.route ?? NO_META, d.authz, e.client.tls);
       this.#lastDecision = d;
       this.#lastSeries = s;
@@ -267,11 +208,7 @@ export class InboundMetrics {
       onHttpAllow: (e: InboundHttpDecisionEvent<Permit>) => {
         routeSeries(e).allow.value++;
       },
-      onHttpRequest: (e: InboundHttpDecisionEvent<Permit>) => {
-        const s = routeSeries(e);
-        s.request.value++;
-        return s;
-      },
+      onHttpRequest: (e: InboundHttpDecisionEvent<Permit>) => routeSeries(e).begin(),
       onHttpDeny: (e: InboundHttpDecisionEvent<Deny>) => httpDeny.inc(e.port, e.decision.server, e.decision.route, undefined, e.client),
       onHttpRouteNotFound: (e: InboundHttpDecisionEvent<Deny>) => httpNotFound.inc(e.port, e.decision.server, undefined, undefined, e.client),
       onHttpError: (reason: InboundHttpErrorReason) => httpErrors.inc(reason),

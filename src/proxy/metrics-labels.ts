@@ -9,7 +9,9 @@
  * The indexes are keyed by object identity — the `Meta` objects of a compiled policy, the
  * `TlsState`'s values — so that after the first event of a kind the hot path does a few map reads
  * and no allocation. Equal label values reached through new objects (a policy update re-creates
- * its `Meta`s) resolve to the same series through the families' own label-keyed maps.
+ * its `Meta`s) resolve to the same series through the families' own label-keyed maps. An index
+ * given the registry's eviction generation starts over whenever a sweep evicted series, so that it
+ * neither hands out evicted cells nor keeps the keys (client identities…) of forgotten series.
  */
 import type { Meta, TlsState } from '../core/index.js';
 import type { Labels } from './metric-cells.js';
@@ -88,21 +90,35 @@ export const NO_META: Meta = Object.freeze({ group: '', kind: '', name: '' });
 /** Creates the value of a (port, server, route, authz, TLS) key on its first use. */
 export type DecisionValueFactory<T> = (port: number, server: Meta, route: Meta, authz: Meta, tls: TlsState) => T;
 
+/** Where an index reads the eviction generation (a `MetricsRegistry`). */
+export interface EvictionGeneration {
+  readonly generation: number;
+}
+
 /**
  * Values keyed by a decision's stable parts — port, then the identities of the server, route and
  * authorization `Meta`s (or {@link NO_META}), then the client's TLS state. A lookup of a known key
- * is four map reads and a TLS switch.
+ * is four map reads and a TLS switch. With `evictions`, the index is emptied whenever its
+ * generation changes (the values are then created anew, finding the series still alive).
  */
 export class DecisionIndex<T> {
   readonly #index = new Map<number, WeakMap<Meta, WeakMap<Meta, WeakMap<Meta, ByTls<T>>>>>();
   readonly #create: DecisionValueFactory<T>;
+  readonly #evictions: EvictionGeneration | undefined;
+  #generation: number;
 
-  constructor(create: DecisionValueFactory<T>) {
+  constructor(create: DecisionValueFactory<T>, evictions?: EvictionGeneration) {
     this.#create = create;
+    this.#evictions = evictions;
+    this.#generation = evictions?.generation ?? 0;
   }
 
   /** The value of this key, created on first use. */
   get(port: number, server: Meta, route: Meta, authz: Meta, tls: TlsState): T {
+    if (this.#evictions !== undefined && this.#evictions.generation !== this.#generation) {
+      this.#index.clear();
+      this.#generation = this.#evictions.generation;
+    }
     let byServer = this.#index.get(port);
     if (byServer === undefined) {
       byServer = new WeakMap();

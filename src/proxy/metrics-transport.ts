@@ -22,6 +22,11 @@
  * scrape adds those of the live sockets. Inbound sockets are the accepted TCP sockets (mesh TLS
  * bytes included, as upstream counts them); outbound meshed sockets are TLS sockets, whose counts
  * are the bytes inside TLS.
+ *
+ * Eviction (metric-cells): a label set's series is one {@link SeriesGroup}, kept by its
+ * `tcp_open_connections` gauge while a connection is open, so it is evicted only once all of them
+ * closed and it stayed idle for the idle period; it then starts again from zero (bytes included)
+ * if the label set comes back.
  */
 
 import type { Socket } from 'node:net';
@@ -36,13 +41,14 @@ import {
   type Labels,
   type MetricsRegistry,
   observe,
+  SeriesGroup,
   type ValueCell,
 } from './metric-cells.js';
 import { labelsOf, targetLabels } from './metrics-labels.js';
 import type { OutboundTarget } from './outbound-resolver.js';
 
-/** The series of one label set: what its connections update. */
-export class TransportSeries {
+/** The series of one label set: what its connections update (one eviction group). */
+export class TransportSeries extends SeriesGroup {
   readonly labels: Labels;
   readonly opened: ValueCell;
   readonly openNow: ValueCell;
@@ -58,13 +64,14 @@ export class TransportSeries {
   readonly #durations = new Map<string, HistogramCell>();
 
   /** Use {@link TransportMetrics.series}. */
-  constructor(metrics: TransportMetrics, labels: Labels, opened: ValueCell, openNow: ValueCell, read: ValueCell, written: ValueCell) {
+  constructor(metrics: TransportMetrics, labels: Labels, cells: TransportCells, onEvict: () => void) {
+    super(onEvict);
     this.#metrics = metrics;
     this.labels = labels;
-    this.opened = opened;
-    this.openNow = openNow;
-    this.read = read;
-    this.written = written;
+    this.opened = cells.opened.cell(labels, this);
+    this.openNow = cells.open.cell(labels, this);
+    this.read = cells.read.cell(labels, this);
+    this.written = cells.written.cell(labels, this);
   }
 
   /** Counts a close with `errno` ('' = clean) after `durationMs`. */
@@ -73,14 +80,22 @@ export class TransportSeries {
     let duration = this.#durations.get(errno);
     if (close === undefined || duration === undefined) {
       const labels = labelsOf(this.labels, { errno });
-      close = this.#metrics.closeCell(labels);
-      duration = this.#metrics.durationCell(labels);
+      close = this.#metrics.closeCell(labels, this);
+      duration = this.#metrics.durationCell(labels, this);
       this.#closes.set(errno, close);
       this.#durations.set(errno, duration);
     }
     close.value++;
     observe(duration, durationMs);
   }
+}
+
+/** The families whose cells a series resolves when it is created. */
+interface TransportCells {
+  readonly opened: CellCounter;
+  readonly open: CellGauge;
+  readonly read: CellCounter;
+  readonly written: CellCounter;
 }
 
 /** The `tcp_*` families of one proxy (both directions share them). */
@@ -91,9 +106,10 @@ export class TransportMetrics {
   readonly #read: CellCounter;
   readonly #written: CellCounter;
   readonly #duration: CellHistogram;
-  /** Every series by its label values. */
+  /** Every series by its label values (an evicted one leaves). */
   readonly #series = new Map<string, TransportSeries>();
   readonly #outbound = new WeakMap<DestinationEndpoint, TransportSeries>();
+  readonly #cells: TransportCells;
 
   /** Registers the families in `registry`; throws if it already has metrics of these names. */
   constructor(registry: MetricsRegistry) {
@@ -103,20 +119,30 @@ export class TransportMetrics {
     this.#read = new CellCounter(registry, 'tcp_read_bytes_total', 'Total count of bytes read from peers', () => this.#refresh());
     this.#written = new CellCounter(registry, 'tcp_write_bytes_total', 'Total count of bytes written to peers', () => this.#refresh());
     this.#duration = new CellHistogram(registry, 'tcp_connection_duration_ms', 'Connection lifetimes', LATENCY_BUCKETS_MS);
+    this.#cells = { opened: this.#opened, open: this.#open, read: this.#read, written: this.#written };
   }
 
-  /** The series of a label set (built by the caller in exposition order), created on first use. */
+  /**
+   * The series of a label set (built by the caller in exposition order), created on first use.
+   * Use it at once (`track`): a series kept aside may be evicted (see `evicted`).
+   */
   series(labels: Labels): TransportSeries {
     const key = JSON.stringify(labels);
     let s = this.#series.get(key);
     if (s === undefined) {
-      s = new TransportSeries(this, labels, this.#opened.cell(labels), this.#open.cell(labels), this.#read.cell(labels), this.#written.cell(labels));
+      const created: TransportSeries = new TransportSeries(this, labels, this.#cells, () => {
+        if (this.#series.get(key) === created) this.#series.delete(key);
+      });
+      s = created;
       this.#series.set(key, s);
     }
     return s;
   }
 
-  /** Counts `socket` as a connection of `series` from now until its close. */
+  /**
+   * Counts `socket` as a connection of `series` from now until its close. While it is open the
+   * series' `tcp_open_connections` is not 0, which keeps the whole series from eviction.
+   */
   track(series: TransportSeries, socket: Socket): void {
     const openedAt = performance.now();
     series.opened.value++;
@@ -147,7 +173,7 @@ export class TransportMetrics {
    */
   trackOutbound(socket: Socket, endpoint: DestinationEndpoint, target: OutboundTarget | undefined): void {
     let s = this.#outbound.get(endpoint);
-    if (s === undefined) {
+    if (s === undefined || s.evicted) {
       s = this.series(outboundLabels(endpoint, target));
       this.#outbound.set(endpoint, s);
     }
@@ -155,13 +181,13 @@ export class TransportMetrics {
   }
 
   /** @internal `tcp_close_total` cell of a label set (with `errno`). */
-  closeCell(labels: Labels): ValueCell {
-    return this.#closed.cell(labels);
+  closeCell(labels: Labels, series: TransportSeries): ValueCell {
+    return this.#closed.cell(labels, series);
   }
 
   /** @internal `tcp_connection_duration_ms` cell of a label set (with `errno`). */
-  durationCell(labels: Labels): HistogramCell {
-    return this.#duration.cell(labels);
+  durationCell(labels: Labels, series: TransportSeries): HistogramCell {
+    return this.#duration.cell(labels, series);
   }
 
   #refresh(): void {
@@ -178,9 +204,16 @@ export class TransportMetrics {
   }
 }
 
-/** The outbound transport labels of a connection to `endpoint` (see the module comment). */
-export function outboundLabels(endpoint: DestinationEndpoint, target: OutboundTarget | undefined): Labels {
-  const out: Record<string, string> = { direction: 'outbound', peer: 'dst' };
+/** The leading labels of the outbound transport series. */
+const OUTBOUND_TRANSPORT: Labels = Object.freeze({ direction: 'outbound', peer: 'dst' });
+
+/**
+ * The outbound labels of traffic to `endpoint` (see the module comment): `lead` (by default the
+ * transport series' `direction="outbound",peer="dst"`; the request series pass
+ * `direction="outbound"`), `authority`, the endpoint's target labels, its TLS labels, `dst_*`.
+ */
+export function outboundLabels(endpoint: DestinationEndpoint, target: OutboundTarget | undefined, lead: Labels = OUTBOUND_TRANSPORT): Labels {
+  const out: Record<string, string> = { ...lead };
   if (target?.kind === 'name') out.authority = target.path;
   Object.assign(out, targetLabels(endpoint.ip, endpoint.port));
   const identity = endpoint.identity === undefined || endpoint.identity === '' ? undefined : endpoint.identity;
@@ -191,16 +224,33 @@ export function outboundLabels(endpoint: DestinationEndpoint, target: OutboundTa
     out.tls = 'no_identity';
     out.no_tls_reason = 'not_provided_by_service_discovery';
   }
-  if (target?.kind === 'name') {
-    // `svc.ns.svc.<domain>`: what upstream gets as the Destination's `service`/`namespace` set labels.
-    const [service, namespace] = target.host.split('.');
-    if (service !== undefined) out.dst_service = service;
-    if (namespace !== undefined) out.dst_namespace = namespace;
-  }
+  serviceLabels(out, target);
   for (const [k, v] of Object.entries(endpoint.labels)) {
     // Prometheus label names only; upstream prefixes every endpoint label the same way.
     if (!/^[a-zA-Z_][a-zA-Z0-9_]*$/.test(k)) continue;
     out[`dst_${k}`] = v;
   }
   return Object.freeze(out);
+}
+
+/**
+ * The outbound labels of traffic to `target` before (or without) an endpoint: `lead`, then
+ * `authority` for a service name or the target labels of an IP address, then `dst_service` and
+ * `dst_namespace` for a service name. Without a target, `lead` alone.
+ */
+export function outboundTargetLabels(target: OutboundTarget | undefined, lead: Labels): Labels {
+  const out: Record<string, string> = { ...lead };
+  if (target?.kind === 'name') out.authority = target.path;
+  else if (target?.kind === 'ip') Object.assign(out, targetLabels(target.host, target.port));
+  serviceLabels(out, target);
+  return Object.freeze(out);
+}
+
+/** `dst_service` and `dst_namespace` of a service name target. */
+function serviceLabels(out: Record<string, string>, target: OutboundTarget | undefined): void {
+  if (target?.kind !== 'name') return;
+  // `svc.ns.svc.<domain>`: what upstream gets as the Destination's `service`/`namespace` set labels.
+  const [service, namespace] = target.host.split('.');
+  if (service !== undefined) out.dst_service = service;
+  if (namespace !== undefined) out.dst_namespace = namespace;
 }

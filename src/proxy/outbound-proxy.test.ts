@@ -9,14 +9,18 @@ import { once } from 'node:events';
 import { Agent, createServer as createHttpServer, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type Server } from 'node:http';
 import {
   type ClientHttp2Session,
+  createServer as createHttp2Server,
   type IncomingHttpHeaders as Http2Headers,
   type OutgoingHttpHeaders as Http2OutgoingHeaders,
+  type Http2Server,
   connect as http2Connect,
 } from 'node:http2';
 import { type AddressInfo, createServer as createNetServer, connect as netConnect, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import type { DestinationEndpoint, DestinationEvent, StreamHandlers, WireResult } from '../api/index.js';
 import { TempDirs, waitFor, within } from './identity-test-helpers.js';
+import { MetricsRegistry } from './metric-cells.js';
+import { OutboundMetrics } from './metrics-outbound.js';
 import { OutboundConnector } from './outbound-connector.js';
 import { OutboundProxy } from './outbound-proxy.js';
 import { DestinationCache, type DestinationSource } from './outbound-resolver.js';
@@ -69,10 +73,20 @@ interface Reply {
   readonly trailers: NodeJS.Dict<string>;
 }
 
-/** A request to the proxy with an absolute-form (or any) target. */
-function viaProxy(target: string, opts: { method?: string; headers?: Record<string, string>; body?: string; agent?: Agent } = {}): Promise<Reply> {
+/** A request to the proxy (`opts.port`, default the shared one) with an absolute-form (or any) target. */
+function viaProxy(
+  target: string,
+  opts: { method?: string; headers?: Record<string, string>; body?: string; agent?: Agent; port?: number } = {},
+): Promise<Reply> {
   const p = new Promise<Reply>((resolve, reject) => {
-    const req = httpRequest({ host: HOST, port, path: target, method: opts.method ?? 'GET', headers: opts.headers ?? {}, agent: opts.agent ?? false });
+    const req = httpRequest({
+      host: HOST,
+      port: opts.port ?? port,
+      path: target,
+      method: opts.method ?? 'GET',
+      headers: opts.headers ?? {},
+      agent: opts.agent ?? false,
+    });
     req.on('socket', (s: Socket) => track(s));
     req.on('error', reject);
     req.on('response', (res: IncomingMessage) => {
@@ -89,8 +103,8 @@ function viaProxy(target: string, opts: { method?: string; headers?: Record<stri
 }
 
 /** Opens a CONNECT tunnel; resolves with the socket after the proxy's answer head, and that head. */
-async function tunnel(authority: string): Promise<{ socket: Socket; head: string; rest: Buffer }> {
-  const s = track(netConnect({ host: HOST, port }));
+async function tunnel(authority: string, proxyPort = port): Promise<{ socket: Socket; head: string; rest: Buffer }> {
+  const s = track(netConnect({ host: HOST, port: proxyPort }));
   s.write(`CONNECT ${authority} HTTP/1.1\r\nHost: ${authority}\r\n\r\n`);
   const chunks: Buffer[] = [];
   const result = await within(
@@ -480,5 +494,186 @@ describe('OutboundProxy: lifecycle', () => {
     s.write('\x16\x03\x01 definitely not http');
     await within(closed, WAIT_MS, 'the proxy to close it');
     assert.ok((proxy.stats().errors['not http'] ?? 0) >= 1);
+  });
+});
+
+describe('OutboundProxy: request metrics', () => {
+  let registry: MetricsRegistry;
+  let own: OutboundProxy;
+  let ownConnector: OutboundConnector;
+  let ownPort: number;
+  /** An unmeshed gRPC application the controller does not know (reached by IP), failing every call with 13 in the trailers. */
+  let grpcApp: Http2Server;
+  let grpcPort: number;
+  /** The same over HTTP/1 (`grpc-status` 13 in the trailers), also unmeshed. */
+  let trailersApp: Server;
+  let trailersPort: number;
+  /** Nothing listens there (taken after the applications above, so none of them reuses it). */
+  let refusedPort: number;
+
+  const meshed = (name: string, podPort: number) =>
+    `direction="outbound",authority="${SVC(name)}",target_addr="${HOST}:${podPort}",target_ip="${HOST}",target_port="${podPort}",` +
+    `tls="true",server_id="${side.serverCert.identity}",dst_service="${name}",dst_namespace="demo"`;
+  const direct = (p: number) =>
+    `direction="outbound",target_addr="${HOST}:${p}",target_ip="${HOST}",target_port="${p}",tls="no_identity",no_tls_reason="not_provided_by_service_discovery"`;
+  const service = (name: string) => `direction="outbound",authority="${SVC(name)}",dst_service="${name}",dst_namespace="demo"`;
+  /** Waits for a sample line (responses are counted when the exchange closes, just after the client saw them). */
+  const expectLine = (line: string) =>
+    waitFor(
+      () => registry.render().split('\n').includes(line),
+      `${line}\nin\n${registry
+        .render()
+        .split('\n')
+        .filter((l) => l.includes('outbound'))
+        .join('\n')}`,
+    );
+  const lines = (name: string) =>
+    registry
+      .render()
+      .split('\n')
+      .filter((l) => l.startsWith(`${name}{`));
+
+  before(async () => {
+    registry = new MetricsRegistry();
+    ownConnector = new OutboundConnector({
+      tls: new MeshTlsContext(side.clientCert, side.mesh.anchorsPem),
+      meshPortOf: (e) => (e.labels.dead === 'yes' ? deadPort : side.meshPort),
+      localAddress: FROM,
+    });
+    own = new OutboundProxy({
+      listen: { host: HOST, port: 0 },
+      resolver: cache,
+      connector: ownConnector,
+      random: () => 0,
+      metrics: new OutboundMetrics({ registry }),
+    });
+    ownPort = await own.start();
+    grpcApp = createHttp2Server();
+    grpcApp.on('stream', (stream) => {
+      stream.on('error', () => {});
+      stream.resume();
+      stream.on('end', () => {
+        stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+        stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '13', 'grpc-message': 'boom' }));
+        stream.end();
+      });
+    });
+    grpcApp.listen(0, HOST);
+    await once(grpcApp, 'listening');
+    grpcPort = (grpcApp.address() as AddressInfo).port;
+    trailersApp = createHttpServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'application/grpc-web', trailer: 'grpc-status' });
+        res.write('x');
+        res.addTrailers({ 'grpc-status': '13' });
+        res.end();
+      });
+    });
+    trailersApp.listen(0, HOST);
+    await once(trailersApp, 'listening');
+    trailersPort = (trailersApp.address() as AddressInfo).port;
+    const gone = createNetServer().listen(0, HOST);
+    await once(gone, 'listening');
+    refusedPort = (gone.address() as AddressInfo).port;
+    await new Promise((r) => gone.close(r));
+  });
+
+  after(async () => {
+    await own?.close();
+    ownConnector?.close();
+    await new Promise((r) => grpcApp?.close(r));
+    trailersApp?.closeAllConnections();
+    await new Promise((r) => trailersApp?.close(r));
+  });
+
+  it('counts HTTP/1 requests on the endpoint, with its authority, target, TLS and dst labels; not CONNECT tunnels', async () => {
+    for (let i = 0; i < 3; i++) assert.equal((await viaProxy(`http://${SVC('server')}/m/${i}`, { port: ownPort })).status, 200);
+    const labels = meshed('server', POD_HTTP1);
+    await expectLine(`response_total{${labels},status_code="200",classification="success"} 3`);
+    assert.deepEqual(lines('request_total'), [`request_total{${labels}} 3`]);
+    assert.ok(registry.render().includes(`response_latency_ms_count{${labels},status_code="200"} 3`));
+    assert.ok(registry.render().includes(`response_latency_ms_bucket{${labels},status_code="200",le="+Inf"} 3`));
+
+    const t = await tunnel(SVC('echo', 9000), ownPort);
+    assert.match(t.head, /^HTTP\/1\.1 200/);
+    t.socket.write('x');
+    await readUntil(t.socket, (x) => x === 'x');
+    t.socket.destroy();
+    assert.deepEqual(lines('request_total'), [`request_total{${labels}} 3`], 'a tunnel is no request');
+
+    // A request is counted once it is sent to the endpoint, before its response.
+    const slow = httpRequest({ host: HOST, port: ownPort, path: `http://${SVC('server')}/slow`, method: 'POST', agent: false });
+    slow.on('socket', (sk: Socket) => track(sk));
+    const replied = new Promise<number>((resolve, reject) => {
+      slow.on('error', reject);
+      slow.on('response', (res: IncomingMessage) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      });
+    });
+    slow.write('part of the body');
+    await waitFor(() => lines('request_total').includes(`request_total{${labels}} 4`), 'the request in flight to be counted');
+    assert.ok(!registry.render().includes(`response_total{${labels},status_code="200",classification="success"} 4`));
+    slow.end();
+    assert.equal(await within(replied, WAIT_MS, 'the slow response'), 200);
+    await expectLine(`response_total{${labels},status_code="200",classification="success"} 4`);
+  });
+
+  it('counts gRPC over HTTP/2 with its gRPC status: OK through the mesh, 13 in the trailers of an unmeshed address', async () => {
+    const session = http2Connect(`http://${HOST}:${ownPort}`);
+    session.on('error', () => {});
+    try {
+      const call = (authority: string) =>
+        h2Request(
+          session,
+          { ':method': 'POST', ':path': '/demo.Svc/Call', ':authority': authority, 'content-type': 'application/grpc', te: 'trailers' },
+          '\x00\x00\x00\x00\x04ping',
+        );
+      for (let i = 0; i < 2; i++) assert.equal((await call(SVC('grpc'))).trailers?.['grpc-status'], '0');
+      // A stream is counted once it is sent to the endpoint, before its response.
+      const streaming = session.request({ ':method': 'POST', ':path': '/demo.Svc/Stream', ':authority': SVC('grpc'), 'content-type': 'application/grpc' });
+      streaming.on('error', () => {});
+      streaming.write('\x00\x00\x00\x00\x01a');
+      await waitFor(() => lines('request_total').includes(`request_total{${meshed('grpc', POD_HTTP2)}} 3`), 'the stream in flight to be counted');
+      const closed = once(streaming, 'close');
+      streaming.resume();
+      streaming.end();
+      await within(closed, WAIT_MS, 'the stream to end');
+      assert.equal((await call(`${HOST}:${grpcPort}`)).trailers?.['grpc-status'], '13');
+      const unknown = await call(SVC('nope'));
+      assert.equal(unknown.headers['grpc-status'], '14');
+    } finally {
+      session.destroy();
+    }
+    await expectLine(`response_total{${meshed('grpc', POD_HTTP2)},status_code="200",classification="success",grpc_status_code="0"} 3`);
+    await expectLine(`response_total{${direct(grpcPort)},status_code="200",classification="failure",grpc_status_code="13"} 1`);
+    // The proxy's own trailers-only answer: a failure with its reason, no status relayed.
+    await expectLine(`response_total{${service('nope')},classification="failure",error="unknown service"} 1`);
+    for (const l of [`request_total{${meshed('grpc', POD_HTTP2)}} 3`, `request_total{${direct(grpcPort)}} 1`, `request_total{${service('nope')}} 1`]) {
+      assert.ok(lines('request_total').includes(l), l);
+    }
+    assert.ok(registry.render().includes(`response_latency_ms_count{${meshed('grpc', POD_HTTP2)},status_code="200"} 3`));
+
+    // HTTP/1 with the gRPC status in the trailers is classified by it too.
+    const h1 = await viaProxy(`http://${HOST}:${trailersPort}/`, { port: ownPort, method: 'POST', body: 'x' });
+    assert.equal(h1.trailers['grpc-status'], '13');
+    await expectLine(`response_total{${direct(trailersPort)},status_code="200",classification="failure",grpc_status_code="13"} 1`);
+  });
+
+  it("counts the proxy's own failures: no endpoints, connection refused, identity mismatch; a retried connect failure only once", async () => {
+    assert.equal((await viaProxy(`http://${SVC('empty')}/`, { port: ownPort })).status, 503);
+    assert.equal((await viaProxy(`http://${HOST}:${refusedPort}/`, { port: ownPort })).status, 502);
+    assert.equal((await viaProxy(`http://${SVC('impostor')}/`, { port: ownPort })).status, 502);
+    assert.equal((await viaProxy(`http://${SVC('flaky')}/`, { port: ownPort })).status, 200);
+    await expectLine(`response_total{${service('empty')},classification="failure",error="no endpoints"} 1`);
+    await expectLine(`response_total{${direct(refusedPort)},classification="failure",error="connect failed"} 1`);
+    const impostor = meshed('impostor', POD_HTTP1).replace(side.serverCert.identity, side.otherCert.identity);
+    await expectLine(`response_total{${impostor},classification="failure",error="identity mismatch"} 1`);
+    await expectLine(`response_total{${meshed('flaky', POD_HTTP1)},status_code="200",classification="success"} 1`);
+    for (const l of [`request_total{${service('empty')}} 1`, `request_total{${direct(refusedPort)}} 1`, `request_total{${impostor}} 1`]) {
+      assert.ok(lines('request_total').includes(l), l);
+    }
+    assert.ok(!registry.render().includes('dst_dead='), 'the endpoint that failed to connect and was retried counts nothing');
   });
 });

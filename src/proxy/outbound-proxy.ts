@@ -40,6 +40,11 @@
  * before any byte of the request is written, a peer that fails the identity check never sees the
  * request. A failure after the request was sent is a 502 (before the response) or an aborted
  * response (after) — requests are never replayed.
+ *
+ * With `metrics`, every HTTP request (HTTP/1 absolute-form, HTTP/2 stream; not CONNECT) is counted
+ * in `request_total`, `response_total` and `response_latency_ms` with `direction="outbound"`
+ * (metrics-outbound): on the endpoint it was sent to, and the proxy's own answers as failures with
+ * their reason in `error`.
  */
 import { createServer as createHttp1Server, type Server as Http1Server, type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
 import {
@@ -62,6 +67,8 @@ import { detectHttp, HTTP1_MAX_REQUEST_LINE_BYTES } from './detect-http.js';
 import { relayHttp1Body, relayHttp2 } from './http-relay.js';
 import { pipeBoth } from './inbound-forward.js';
 import { filterHttp1Response, grpcMessage, L5D_PROXY_ERROR, safeHeaderValue } from './inbound-http-headers.js';
+import { grpcStatusValue, h2Error } from './metrics-http.js';
+import type { OutboundExchange, OutboundMetrics } from './metrics-outbound.js';
 import type { OriginalDst, OriginalDstReader } from './original-dst.js';
 import { EndpointLoad, pickP2C } from './outbound-balancer.js';
 import type { OutboundConnectError, OutboundConnectFailure, OutboundConnector, OutboundProtocol } from './outbound-connector.js';
@@ -141,10 +148,12 @@ export interface OutboundProxyOptions {
    * ones are carried to it (see the module comment). Without it the listener is the forward proxy only.
    */
   readonly originalDst?: OriginalDstReader;
+  /** HTTP request metrics (`request_total`… with `direction="outbound"`); none without. */
+  readonly metrics?: OutboundMetrics;
   readonly logger?: Logger;
 }
 
-const { NGHTTP2_INTERNAL_ERROR } = h2constants;
+const { NGHTTP2_INTERNAL_ERROR, NGHTTP2_NO_ERROR } = h2constants;
 const END_STREAM = h2constants.NGHTTP2_FLAG_END_STREAM;
 const GRPC_UNAVAILABLE = 14;
 const GRPC_UNIMPLEMENTED = 12;
@@ -222,6 +231,7 @@ export class OutboundProxy {
   readonly #detectTimeoutMs: number;
   readonly #tunnelDetectTimeoutMs: number;
   readonly #originalDst: OriginalDstReader | undefined;
+  readonly #metrics: OutboundMetrics | undefined;
   readonly #log: Logger;
   readonly #load = new EndpointLoad();
   readonly #keys = new WeakMap<DestinationEndpoint, string>();
@@ -257,6 +267,7 @@ export class OutboundProxy {
     this.#detectTimeoutMs = detectTimeoutMs;
     this.#tunnelDetectTimeoutMs = tunnelDetectTimeoutMs;
     this.#originalDst = opts.originalDst;
+    this.#metrics = opts.metrics;
     this.#log = opts.logger ?? silentLogger();
 
     this.#h1 = createHttp1Server({
@@ -436,25 +447,33 @@ export class OutboundProxy {
 
   #onRequest(req: IncomingMessage, res: ServerResponse): void {
     this.#requests++;
+    const ex = this.#metrics?.exchange();
+    if (ex !== undefined) {
+      res.once('close', () => {
+        if (!res.writableFinished) ex.fail('client disconnected');
+        ex.end();
+      });
+    }
     const target = parseAbsoluteForm(req.url ?? '');
     if (typeof target === 'string') {
-      this.#reply1(res, { status: 400, reason: 'bad request', detail: target });
+      this.#reply1(res, { status: 400, reason: 'bad request', detail: target }, ex);
       return;
     }
     const parsed = this.#resolver.parse(target.authority, 80);
     if (!parsed.ok) {
-      this.#reply1(res, { status: 502, reason: 'unknown service', detail: parsed.reason });
+      this.#reply1(res, { status: 502, reason: 'unknown service', detail: parsed.reason }, ex);
       return;
     }
+    ex?.to(parsed.target);
     const headers = filterOutboundRequest1(req.rawHeaders, target.authority);
     this.#resolver.resolve(parsed.target).then(
       (r) => {
         if (res.destroyed || res.writableEnded) return;
         const e = endpointsOf(r);
-        if ('failure' in e) this.#reply1(res, e.failure);
-        else this.#send1(req, res, e.endpoints, target.path, headers, undefined);
+        if ('failure' in e) this.#reply1(res, e.failure, ex);
+        else this.#send1(req, res, e.endpoints, target.path, headers, undefined, ex);
       },
-      (e: unknown) => this.#reply1(res, { status: 502, reason: 'destination unavailable', detail: errorMessage(e) }),
+      (e: unknown) => this.#reply1(res, { status: 502, reason: 'destination unavailable', detail: errorMessage(e) }, ex),
     );
   }
 
@@ -466,12 +485,14 @@ export class OutboundProxy {
     path: string,
     headers: string[],
     failed: Set<DestinationEndpoint> | undefined,
+    ex: OutboundExchange | undefined,
   ): void {
     const ep = this.#pick(endpoints, 'requests', failed);
     if (ep === undefined) {
-      this.#reply1(res, { status: 502, reason: 'connect failed', detail: 'no endpoint left to try' });
+      this.#reply1(res, { status: 502, reason: 'connect failed', detail: 'no endpoint left to try' }, ex);
       return;
     }
+    ex?.attempt(ep);
     const done = this.#load.startRequest(this.#key(ep));
     const up = this.#connector.request1(ep, this.#protocolFor(ep, 'http1') === 'opaque' ? 'opaque' : 'http1', {
       method: req.method ?? 'GET',
@@ -482,6 +503,7 @@ export class OutboundProxy {
     let connected = false;
     up.once('socket', () => {
       connected = true;
+      ex?.sent();
       // Only now: a request retried after a connect failure must still have its whole body.
       req.pipe(up);
     });
@@ -495,28 +517,36 @@ export class OutboundProxy {
         res.writeHead(ures.statusCode ?? 502, ures.statusMessage, filterHttp1Response(ures.rawHeaders));
       } catch (e) {
         up.destroy();
-        this.#reply1(res, { status: 502, reason: 'endpoint failed', detail: `unrelayable response headers: ${errorMessage(e)}` });
+        this.#reply1(res, { status: 502, reason: 'endpoint failed', detail: `unrelayable response headers: ${errorMessage(e)}` }, ex);
         return;
       }
-      relayHttp1Body(ures, res, () => this.#error('response aborted'));
+      if (ex !== undefined) {
+        ex.head(res.statusCode, grpcStatusValue(ures.headers['grpc-status']));
+        ures.once('end', () => ex.trailers(grpcStatusValue(ures.trailers['grpc-status'])));
+      }
+      relayHttp1Body(ures, res, () => {
+        this.#error('response aborted');
+        ex?.fail('response aborted');
+      });
     });
     up.on('error', (err: Error) => {
       if (!connected && isConnectError(err)) {
         if (this.#retryAfter(ep, err, endpoints, failed)) {
-          this.#send1(req, res, endpoints, path, headers, new Set([ep]));
+          this.#send1(req, res, endpoints, path, headers, new Set([ep]), ex);
           return;
         }
-        this.#reply1(res, connectFailure(err));
+        this.#reply1(res, connectFailure(err), ex);
         return;
       }
       if (res.writableEnded || res.destroyed) return;
       if (res.headersSent) {
         this.#error('response aborted');
+        ex?.fail('response aborted');
         res.destroy();
         return;
       }
       req.unpipe(up);
-      this.#reply1(res, { status: 502, reason: 'endpoint failed', detail: `the endpoint failed before responding: ${err.message}` });
+      this.#reply1(res, { status: 502, reason: 'endpoint failed', detail: `the endpoint failed before responding: ${err.message}` }, ex);
     });
     // The client went away: drop the endpoint's request too.
     res.once('close', () => {
@@ -525,8 +555,9 @@ export class OutboundProxy {
   }
 
   /** A response of the proxy's own: `status`, the reason in `l5d-proxy-error` and as the body. */
-  #reply1(res: ServerResponse, f: Failure): void {
+  #reply1(res: ServerResponse, f: Failure, ex: OutboundExchange | undefined): void {
     this.#error(f.reason);
+    ex?.fail(f.reason);
     if (this.#log.isLevelEnabled('debug')) this.#log.debug({ status: f.status, reason: f.reason, detail: f.detail }, 'outbound request failed');
     if (res.destroyed || res.writableEnded) return;
     if (res.headersSent) {
@@ -695,34 +726,44 @@ export class OutboundProxy {
     this.#requests++;
     // Errors surface as 'close'; an 'error' without a listener would crash the process.
     stream.on('error', noop);
+    const ex = this.#metrics?.exchange();
+    if (ex !== undefined) {
+      stream.once('close', () => {
+        const code = stream.rstCode;
+        // A reset (by the client, or ours relaying the endpoint's) fails the exchange.
+        if (code !== undefined && code !== NGHTTP2_NO_ERROR) ex.fail(h2Error(code));
+        ex.end();
+      });
+    }
     const grpc = (first(headers['content-type']) ?? '').startsWith('application/grpc');
     const path = first(headers[':path']);
     if (path === undefined) {
-      this.#reply2(stream, grpc, { status: 501, reason: 'upgrade not supported', detail: 'CONNECT over HTTP/2 is not supported' }, GRPC_UNIMPLEMENTED);
+      this.#reply2(stream, grpc, { status: 501, reason: 'upgrade not supported', detail: 'CONNECT over HTTP/2 is not supported' }, GRPC_UNIMPLEMENTED, ex);
       return;
     }
     const scheme = first(headers[':scheme']);
     const authority = first(headers[':authority']) ?? first(headers.host);
     if (scheme !== 'http' || authority === undefined) {
       const detail = authority === undefined ? 'no :authority' : `unsupported scheme ${JSON.stringify(scheme)}: use CONNECT for anything but http`;
-      this.#reply2(stream, grpc, { status: 400, reason: 'bad request', detail }, GRPC_INVALID_ARGUMENT);
+      this.#reply2(stream, grpc, { status: 400, reason: 'bad request', detail }, GRPC_INVALID_ARGUMENT, ex);
       return;
     }
     const parsed = this.#resolver.parse(authority, 80);
     if (!parsed.ok) {
-      this.#reply2(stream, grpc, { status: 502, reason: 'unknown service', detail: parsed.reason }, GRPC_UNAVAILABLE);
+      this.#reply2(stream, grpc, { status: 502, reason: 'unknown service', detail: parsed.reason }, GRPC_UNAVAILABLE, ex);
       return;
     }
+    ex?.to(parsed.target);
     const forward = filterOutboundRequest2(headers);
     const endStream = (flags & END_STREAM) !== 0;
     this.#resolver.resolve(parsed.target).then(
       (r) => {
         if (stream.destroyed || stream.closed) return;
         const e = endpointsOf(r);
-        if ('failure' in e) this.#reply2(stream, grpc, e.failure, GRPC_UNAVAILABLE);
-        else void this.#send2(stream, grpc, e.endpoints, forward, endStream);
+        if ('failure' in e) this.#reply2(stream, grpc, e.failure, GRPC_UNAVAILABLE, ex);
+        else void this.#send2(stream, grpc, e.endpoints, forward, endStream, ex);
       },
-      (e: unknown) => this.#reply2(stream, grpc, { status: 502, reason: 'destination unavailable', detail: errorMessage(e) }, GRPC_UNAVAILABLE),
+      (e: unknown) => this.#reply2(stream, grpc, { status: 502, reason: 'destination unavailable', detail: errorMessage(e) }, GRPC_UNAVAILABLE, ex),
     );
   }
 
@@ -732,6 +773,7 @@ export class OutboundProxy {
     endpoints: readonly DestinationEndpoint[],
     headers: Http2OutgoingHeaders,
     endStream: boolean,
+    ex: OutboundExchange | undefined,
   ): Promise<void> {
     let failed: Set<DestinationEndpoint> | undefined;
     let session: ClientHttp2Session;
@@ -739,23 +781,24 @@ export class OutboundProxy {
     for (;;) {
       const picked = this.#pick(endpoints, 'requests', failed);
       if (picked === undefined) {
-        this.#reply2(stream, grpc, { status: 502, reason: 'connect failed', detail: 'no endpoint left to try' }, GRPC_UNAVAILABLE);
+        this.#reply2(stream, grpc, { status: 502, reason: 'connect failed', detail: 'no endpoint left to try' }, GRPC_UNAVAILABLE, ex);
         return;
       }
       ep = picked;
+      ex?.attempt(ep);
       try {
         session = await this.#connector.session2(ep, this.#protocolFor(ep, 'http2') === 'opaque' ? 'opaque' : 'http2');
         break;
       } catch (e) {
         if (!isConnectError(e)) {
-          this.#reply2(stream, grpc, { status: 502, reason: 'connect failed', detail: errorMessage(e) }, GRPC_UNAVAILABLE);
+          this.#reply2(stream, grpc, { status: 502, reason: 'connect failed', detail: errorMessage(e) }, GRPC_UNAVAILABLE, ex);
           return;
         }
         if (this.#retryAfter(ep, e, endpoints, failed)) {
           failed = new Set([ep]);
           continue;
         }
-        this.#reply2(stream, grpc, connectFailure(e), GRPC_UNAVAILABLE);
+        this.#reply2(stream, grpc, connectFailure(e), GRPC_UNAVAILABLE, ex);
         return;
       }
     }
@@ -764,26 +807,44 @@ export class OutboundProxy {
     try {
       up = session.request(headers, { endStream });
     } catch (e) {
-      this.#reply2(stream, grpc, { status: 502, reason: 'endpoint failed', detail: errorMessage(e) }, GRPC_UNAVAILABLE);
+      this.#reply2(stream, grpc, { status: 502, reason: 'endpoint failed', detail: errorMessage(e) }, GRPC_UNAVAILABLE, ex);
       return;
     }
+    ex?.sent();
     const done = this.#load.startRequest(this.#key(ep));
     // Before relayHttp2's listener: the request is counted down before anything is answered.
     up.once('close', done);
     relayHttp2(stream, up, endStream, {
       unrelayable: (e) =>
-        this.#reply2(stream, grpc, { status: 502, reason: 'endpoint failed', detail: `unrelayable response headers: ${errorMessage(e)}` }, GRPC_UNAVAILABLE),
+        this.#reply2(
+          stream,
+          grpc,
+          { status: 502, reason: 'endpoint failed', detail: `unrelayable response headers: ${errorMessage(e)}` },
+          GRPC_UNAVAILABLE,
+          ex,
+        ),
       failedBeforeResponse: (err) => {
+        // A reset by the endpoint is labelled as upstream spells it, like the inbound side's.
+        if (err === undefined) ex?.fail(h2Error(up.rstCode));
         const detail = `the endpoint failed before responding: ${err?.message ?? `stream reset (code ${up.rstCode})`}`;
-        this.#reply2(stream, grpc, { status: 502, reason: 'endpoint failed', detail }, GRPC_UNAVAILABLE);
+        this.#reply2(stream, grpc, { status: 502, reason: 'endpoint failed', detail }, GRPC_UNAVAILABLE, ex);
       },
+      // The client's stream is then reset with the endpoint's code: the close listener labels it.
       aborted: () => this.#error('response aborted'),
     });
+    if (ex !== undefined) {
+      // After the relay's own listeners: only headers it actually sent count.
+      up.on('response', (h: Http2IncomingHeaders) => {
+        if (stream.headersSent) ex.head(Number(h[':status']), grpcStatusValue(h['grpc-status']));
+      });
+      up.on('trailers', (t: Http2IncomingHeaders) => ex.trailers(grpcStatusValue(t['grpc-status'])));
+    }
   }
 
   /** A response of the proxy's own on an HTTP/2 stream (gRPC: trailers-only with `grpcStatus`). */
-  #reply2(stream: ServerHttp2Stream, grpc: boolean, f: Failure, grpcStatus: number): void {
+  #reply2(stream: ServerHttp2Stream, grpc: boolean, f: Failure, grpcStatus: number, ex: OutboundExchange | undefined): void {
     this.#error(f.reason);
+    ex?.fail(f.reason);
     if (this.#log.isLevelEnabled('debug')) this.#log.debug({ status: f.status, reason: f.reason, detail: f.detail }, 'outbound request failed');
     if (stream.destroyed || stream.closed) return;
     if (stream.headersSent) {

@@ -43,6 +43,7 @@ import { InboundProxy } from './inbound-proxy.js';
 import { MetricsRegistry } from './metric-cells.js';
 import { registerIdentityMetrics } from './metrics-identity.js';
 import { InboundMetrics } from './metrics-inbound.js';
+import { OutboundMetrics } from './metrics-outbound.js';
 import type { TransportMetrics } from './metrics-transport.js';
 import { loadOriginalDst, type OriginalDstReader } from './original-dst.js';
 import { DEFAULT_MESH_PORT, OutboundConnector } from './outbound-connector.js';
@@ -403,7 +404,10 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
     ...(compile !== undefined ? { compile } : {}),
   });
 
-  const outbound = opts.outbound === undefined ? undefined : makeOutbound(opts.outbound, opts, tls, log, originalDst, metrics.transport);
+  const outbound =
+    opts.outbound === undefined
+      ? undefined
+      : makeOutbound(opts.outbound, opts, tls, log, originalDst, metrics.transport, new OutboundMetrics({ registry, http: metrics.http }));
 
   const close = async (): Promise<void> => {
     if (closed) return;
@@ -467,6 +471,7 @@ function makeOutbound(
   log: Logger,
   originalDst: OriginalDstReader | undefined,
   transport: TransportMetrics,
+  requests: OutboundMetrics,
 ): { readonly proxy: OutboundProxy; close(): Promise<void> } {
   const domain = { controlPlaneNamespace: opts.controlPlaneNamespace, trustDomain: opts.trustDomain };
   const client = new DestinationClient({
@@ -490,7 +495,15 @@ function makeOutbound(
     onConnection: (socket, endpoint) => transport.trackOutbound(socket, endpoint, cache.targetOf(endpoint)),
     logger: log,
   });
-  const proxy = new OutboundProxy({ listen: o.listen, resolver: cache, connector, logger: log, ...(originalDst !== undefined ? { originalDst } : {}) });
+  const proxy = new OutboundProxy({
+    listen: o.listen,
+    resolver: cache,
+    connector,
+    // `request_total`… `{direction="outbound"}` on the families the inbound side registered.
+    metrics: requests,
+    logger: log,
+    ...(originalDst !== undefined ? { originalDst } : {}),
+  });
   return {
     proxy,
     close: async () => {
