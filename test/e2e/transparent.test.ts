@@ -27,6 +27,20 @@
  * - the client pod's connection to the node's server (an address the controller does not know)
  *   goes out in plaintext from the pod's own address.
  *
+ * Undeclared ports (POLICY-SEMANTICS §2.4: ports other than the pod's inbound ports are discovered
+ * lazily, on first connection, with the same result): the server's application also serves
+ * 8082/8083 HTTP and 9002/9003 TCP echo, which are neither `--inbound` ports of its proxy nor
+ * container ports, and no Server selects them — the controller answers with the pod's default
+ * server (§3.2, §3.4). The default is the cluster's, `all-unauthenticated` (no `--default-policy`,
+ * no `default-inbound-policy` annotation on the namespace or the pod, §2.3), except on 8083 and
+ * 9003, which the pod lists in `config.linkerd.io/proxy-require-identity-inbound-ports`: there it
+ * is `all-authenticated` (§2.4; the annotation does not touch the Server-bound ports above). So
+ * the node's plaintext client reaches 8082/9002 and gets 403 on 8083 and a closed connection on
+ * 9003 (SO_ORIGINAL_DST names the undeclared port), while the client pod's meshed application
+ * reaches 8083/9003 with its identity (a transport header names it). Counting rules in the server
+ * pod's filter OUTPUT chain (SYNs to 127.0.0.1:<port>) show whether the proxy opened a connection
+ * to the application at all; the proxy's `/debug/policies` lists the discovered ports.
+ *
  * Only addresses inside these namespaces are used; they are deleted in `after` (processes left in
  * them are killed), and ones left by a crashed run are swept at start. Without root or iptables the
  * suite is skipped, except under CI=true where that is a failure.
@@ -38,7 +52,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ORIGINAL_DST_ADDON_PATH } from '../../src/proxy/index.js';
-import { type ControllerPorts, controllerPorts, initWorkdir, spawnController, type WardProcess, waitFor, wardSpawn, wardSync } from './helpers.js';
+import { type ControllerPorts, controllerPorts, initWorkdir, metricSum, spawnController, type WardProcess, waitFor, wardSpawn, wardSync } from './helpers.js';
 import { type LabPod, NetnsAgent, NetnsLab, netnsPrerequisites, sweepStaleNamespaces } from './netns.js';
 
 const TD = 'cluster.local';
@@ -53,6 +67,16 @@ const CLIENT_IP = `${SUBNET}.2`;
 const SERVER_IP = `${SUBNET}.3`;
 /** The node's unmeshed HTTP server. */
 const NODE_HTTP_PORT = 7070;
+/**
+ * Ports the server's application serves that its proxy is not told about (no `--inbound`, no
+ * container port, no Server): the pod's default policy applies, `all-unauthenticated` except on
+ * the `…_AUTHN` ones (require-identity ports: `all-authenticated`).
+ */
+const OPEN_HTTP_PORT = 8082;
+const OPEN_HTTP_PORT_AUTHN = 8083;
+const OPEN_TCP_PORT = 9002;
+const OPEN_TCP_PORT_AUTHN = 9003;
+const UNDECLARED_PORTS = [OPEN_HTTP_PORT, OPEN_HTTP_PORT_AUTHN, OPEN_TCP_PORT, OPEN_TCP_PORT_AUTHN];
 
 /** upstream proxy-init's nat rules, for iptables-restore. */
 const PROXY_INIT_RULES = `*nat
@@ -89,7 +113,12 @@ metadata: {name: client, namespace: demo}
 ---
 apiVersion: v1
 kind: Pod
-metadata: {name: server-0, namespace: demo, labels: {app: server}}
+metadata:
+  name: server-0
+  namespace: demo
+  labels: {app: server}
+  annotations:
+    config.linkerd.io/proxy-require-identity-inbound-ports: "${OPEN_HTTP_PORT_AUTHN},${OPEN_TCP_PORT_AUTHN}"
 spec:
   serviceAccountName: server
   containers:
@@ -221,6 +250,24 @@ function body(r: { body?: string }): { path: string; clientId: string | null; re
   return JSON.parse(r.body ?? 'null') as { path: string; clientId: string | null; remote: string | null };
 }
 
+/** How many connections the server pod's proxy has opened to its application on each undeclared port (SYNs counted by iptables). */
+function appConnections(): Map<number, number> {
+  const counts = new Map<number, number>();
+  for (const line of lab?.exec(server.ns, 'iptables', ['-w', '-L', 'OUTPUT', '-n', '-v', '-x']).split('\n') ?? []) {
+    const m = /^\s*(\d+)\s+\d+\s.*\bdpt:(\d+)\b/.exec(line);
+    if (m !== null) counts.set(Number(m[2]), Number(m[1]));
+  }
+  assert.deepEqual([...counts.keys()].sort(), [...UNDECLARED_PORTS].sort(), 'the counting rules');
+  return counts;
+}
+
+/** GET `path` from the server proxy's admin port (4191, not redirected), from the node. */
+async function serverAdmin(path: string): Promise<string> {
+  const r = await nodeAgent.request({ op: 'http-get', host: SERVER_IP, port: 4191, path });
+  assert.equal(r.status, 200, JSON.stringify(r));
+  return r.body ?? '';
+}
+
 describe('e2e: ward proxy --transparent (iptables, network namespaces)', {
   timeout: 240_000,
   skip: missing !== undefined && !mustRun ? `needs ${missing}` : false,
@@ -242,6 +289,10 @@ describe('e2e: ward proxy --transparent (iptables, network namespaces)', {
     client = lab.addPod('client', 2);
     server = lab.addPod('server', 3);
     for (const pod of [client, server]) lab.exec(pod.ns, 'iptables-restore', [], PROXY_INIT_RULES);
+    // Counting rules (no target): the proxy's connections to the application's undeclared ports.
+    for (const port of UNDECLARED_PORTS) {
+      lab.exec(server.ns, 'iptables', ['-w', '-A', 'OUTPUT', '-o', 'lo', '-d', '127.0.0.1', '-p', 'tcp', '--syn', '--dport', String(port)]);
+    }
 
     ctl = spawnController(work.manifests, idDir, NODE_IP, undefined, ['ip', 'netns', 'exec', lab.node.ns]);
     ctlPorts = await controllerPorts(ctl);
@@ -255,6 +306,10 @@ describe('e2e: ward proxy --transparent (iptables, network namespaces)', {
       serverAgent.request({ op: 'http-serve', host: '0.0.0.0', port: 8081 }),
       serverAgent.request({ op: 'echo-serve', host: '0.0.0.0', port: 9000 }),
       serverAgent.request({ op: 'echo-serve', host: '0.0.0.0', port: 9001 }),
+      serverAgent.request({ op: 'http-serve', host: '0.0.0.0', port: OPEN_HTTP_PORT }),
+      serverAgent.request({ op: 'http-serve', host: '0.0.0.0', port: OPEN_HTTP_PORT_AUTHN }),
+      serverAgent.request({ op: 'echo-serve', host: '0.0.0.0', port: OPEN_TCP_PORT }),
+      serverAgent.request({ op: 'echo-serve', host: '0.0.0.0', port: OPEN_TCP_PORT_AUTHN }),
       nodeAgent.request({ op: 'http-serve', host: NODE_IP, port: NODE_HTTP_PORT }),
     ]);
     for (const r of serving) assert.equal(r.error, undefined, `an application could not listen: ${r.error}`);
@@ -309,6 +364,96 @@ describe('e2e: ward proxy --transparent (iptables, network namespaces)', {
     const r = await clientAgent.request({ op: 'http-get', host: NODE_IP, port: NODE_HTTP_PORT, path: '/outside' });
     assert.equal(r.status, 200, JSON.stringify(r));
     assert.deepEqual(body(r), { path: '/outside', clientId: null, remote: CLIENT_IP });
+  });
+
+  it('inbound, undeclared port: a plaintext client reaches app ports 8082 and 9002 under the pod’s default policy (all-unauthenticated), discovered on first use', async () => {
+    const before = appConnections();
+    // Three concurrent first connections: they wait together for the port's policy, then each is served.
+    const rs = await Promise.all([1, 2, 3].map((i) => nodeAgent.request({ op: 'http-get', host: SERVER_IP, port: OPEN_HTTP_PORT, path: `/undeclared/${i}` })));
+    for (const [i, r] of rs.entries()) {
+      assert.equal(r.status, 200, JSON.stringify(r));
+      // The application's answer, through the proxy (a connection from 127.0.0.1, no client id).
+      assert.deepEqual(body(r), { path: `/undeclared/${i + 1}`, clientId: null, remote: '127.0.0.1' });
+    }
+    const echo = await nodeAgent.request({ op: 'echo', host: SERVER_IP, port: OPEN_TCP_PORT, data: 'hello 9002' });
+    assert.equal(echo.echoed, 'hello 9002', JSON.stringify(echo));
+    const after = appConnections();
+    assert.ok((after.get(OPEN_HTTP_PORT) ?? 0) > (before.get(OPEN_HTTP_PORT) ?? 0), 'the proxy connected to the application on 8082');
+    assert.equal((after.get(OPEN_TCP_PORT) ?? 0) - (before.get(OPEN_TCP_PORT) ?? 0), 1, 'the proxy connected to the application on 9002 once');
+  });
+
+  it('inbound, undeclared require-identity port: plaintext gets 403 on 8083 and a closed connection on 9003 (all-authenticated); the app sees neither', async () => {
+    const metricsBefore = await serverAdmin('/metrics');
+    const before = appConnections();
+    const denied = await nodeAgent.request({ op: 'http-get', host: SERVER_IP, port: OPEN_HTTP_PORT_AUTHN, path: '/needs-identity' });
+    // The proxy's 403 (content-length 0), not the application's JSON.
+    assert.deepEqual({ status: denied.status, body: denied.body }, { status: 403, body: '' }, JSON.stringify(denied));
+    const closed = await nodeAgent.request({ op: 'echo', host: SERVER_IP, port: OPEN_TCP_PORT_AUTHN, data: 'hello 9003' });
+    assert.deepEqual({ closed: closed.closed, received: closed.received }, { closed: true, received: '' }, JSON.stringify(closed));
+    const after = appConnections();
+    assert.deepEqual(
+      UNDECLARED_PORTS.map((p) => (after.get(p) ?? 0) - (before.get(p) ?? 0)),
+      UNDECLARED_PORTS.map(() => 0),
+      'no connection reached the application',
+    );
+    // Denied by the default policy (a decision, not a failure to find a policy).
+    const metrics = await serverAdmin('/metrics');
+    const srv = { srv_kind: 'default', srv_name: 'all-authenticated' };
+    const delta = (name: string, port: number) =>
+      metricSum(metrics, name, { ...srv, target_port: String(port) }) - metricSum(metricsBefore, name, { ...srv, target_port: String(port) });
+    assert.equal(delta('inbound_http_authz_deny_total', OPEN_HTTP_PORT_AUTHN), 1, metrics);
+    assert.equal(delta('inbound_tcp_authz_deny_total', OPEN_TCP_PORT_AUTHN), 1, metrics);
+  });
+
+  it('outbound → inbound, undeclared require-identity port: the client pod’s meshed application reaches 8083 and 9003 with its identity', async () => {
+    const before = appConnections();
+    const r = await clientAgent.request({ op: 'http-get', host: SERVER_IP, port: OPEN_HTTP_PORT_AUTHN, path: '/meshed-undeclared' });
+    assert.equal(r.status, 200, JSON.stringify(r));
+    assert.deepEqual(body(r), { path: '/meshed-undeclared', clientId: CLIENT_ID, remote: '127.0.0.1' });
+    const echo = await clientAgent.request({ op: 'echo', host: SERVER_IP, port: OPEN_TCP_PORT_AUTHN, data: 'meshed 9003' });
+    assert.equal(echo.echoed, 'meshed 9003', JSON.stringify(echo));
+    const after = appConnections();
+    assert.ok((after.get(OPEN_HTTP_PORT_AUTHN) ?? 0) > (before.get(OPEN_HTTP_PORT_AUTHN) ?? 0), 'the proxy connected to the application on 8083');
+    assert.equal((after.get(OPEN_TCP_PORT_AUTHN) ?? 0) - (before.get(OPEN_TCP_PORT_AUTHN) ?? 0), 1, 'the proxy connected to the application on 9003 once');
+  });
+
+  it('admin: /debug/policies lists the discovered ports (discovered: true, their default servers) after the declared ones; /metrics labels them', async () => {
+    const doc = JSON.parse(await serverAdmin('/debug/policies')) as {
+      ports: { port: number; app: string | null; discovered?: boolean; policy: { labels?: Record<string, string> } | null }[];
+    };
+    const declared = [8080, 8081, 9000, 9001, 4191];
+    assert.deepEqual(
+      doc.ports.slice(0, declared.length).map((p) => ({ port: p.port, discovered: p.discovered ?? false })),
+      declared.map((port) => ({ port, discovered: false })),
+      JSON.stringify(doc.ports),
+    );
+    // In the order they were discovered (the tests' order), which is not asserted.
+    const discovered = doc.ports
+      .slice(declared.length)
+      .map((p) => ({ port: p.port, discovered: p.discovered, app: p.app, kind: p.policy?.labels?.kind, name: p.policy?.labels?.name }))
+      .sort((a, b) => a.port - b.port);
+    assert.deepEqual(
+      discovered,
+      UNDECLARED_PORTS.map((port) => ({
+        port,
+        discovered: true,
+        app: `127.0.0.1:${port}`,
+        kind: 'default',
+        name: port === OPEN_HTTP_PORT_AUTHN || port === OPEN_TCP_PORT_AUTHN ? 'all-authenticated' : 'all-unauthenticated',
+      })),
+      JSON.stringify(doc.ports),
+    );
+    const metrics = await serverAdmin('/metrics');
+    const open = { srv_kind: 'default', srv_name: 'all-unauthenticated', authz_kind: 'default', authz_name: 'all-unauthenticated' };
+    const authn = { srv_kind: 'default', srv_name: 'all-authenticated', authz_kind: 'default', authz_name: 'all-authenticated' };
+    assert.equal(metricSum(metrics, 'inbound_http_authz_allow_total', { ...open, target_port: String(OPEN_HTTP_PORT) }), 3, metrics);
+    assert.equal(metricSum(metrics, 'inbound_tcp_authz_allow_total', { ...open, target_port: String(OPEN_TCP_PORT) }), 1, metrics);
+    assert.equal(
+      metricSum(metrics, 'inbound_http_authz_allow_total', { ...authn, target_port: String(OPEN_HTTP_PORT_AUTHN), client_id: CLIENT_ID }),
+      1,
+      metrics,
+    );
+    assert.equal(metricSum(metrics, 'inbound_tcp_authz_allow_total', { ...authn, target_port: String(OPEN_TCP_PORT_AUTHN), client_id: CLIENT_ID }), 1, metrics);
   });
 
   it('shuts down cleanly on SIGTERM', async () => {
