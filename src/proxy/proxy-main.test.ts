@@ -326,7 +326,8 @@ describe('startProxy in transparent mode (scripted original destinations)', () =
       tokenFile,
       identityAddress: `${HOST}:${grpc.port}`,
       policyAddress: `${HOST}:${grpc.port}`,
-      listenHost: HOST,
+      // The pod's address; the mesh listener (where every port arrives) is elsewhere.
+      listenHost: '127.0.0.3',
       appHost: HOST,
       inbound: [{ podPort: 8080, listenPort: 0, appPort: (httpApp.address() as AddressInfo).port }],
       mesh: { host: HOST, port: 0 },
@@ -369,6 +370,7 @@ describe('startProxy in transparent mode (scripted original destinations)', () =
         [unknown, true],
       ],
     );
+    assert.equal(doc.ports[0]?.listen, `${HOST}:${meshPort}`, 'a declared port arrives through the mesh listener too');
     assert.deepEqual(doc.ports[2], {
       port: undeclared,
       listen: `${HOST}:${meshPort}`,

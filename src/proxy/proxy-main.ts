@@ -357,7 +357,8 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
       const listenPort = bound?.inbound[i]?.listenPort ?? p.listenPort;
       return {
         port: p.podPort,
-        listen: hostPort(opts.listenHost, listenPort),
+        // Transparent mode: every pod port arrives through the mesh listener.
+        listen: originalDst !== undefined ? hostPort(opts.mesh.host, bound?.mesh ?? opts.mesh.port) : hostPort(opts.listenHost, listenPort),
         app: hostPort(opts.appHost, p.appPort),
         policy: current === undefined ? null : serverToProtoJson(current.server),
         ...(current?.invalid !== undefined ? { invalid: current.invalid } : {}),

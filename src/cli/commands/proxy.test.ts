@@ -9,9 +9,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { initIdentity } from '../../identity/index.js';
-import { bufferIo } from '../io.js';
+import { bufferIo, UsageError } from '../io.js';
 import { main } from '../main.js';
-import { parseDialAddress, parseInboundFlag } from './proxy.js';
+import { parseDialAddress, parseDurationFlag, parseInboundFlag, parseTuningFlags } from './proxy.js';
 
 let dir: string;
 let anchors: string;
@@ -71,6 +71,20 @@ describe('ward proxy flags', () => {
     assert.throws(() => parseDialAddress(':8090', '--policy-addr'), /is not HOST:PORT/);
   });
 
+  it('parses the tuning flags: kubectl-style durations, the discovery cap, only what is given', () => {
+    assert.equal(parseDurationFlag('500ms', '--x'), 500);
+    assert.equal(parseDurationFlag('1h30m', '--x'), 5_400_000);
+    assert.equal(parseDurationFlag('1m5s', '--x'), 65_000);
+    assert.equal(parseDurationFlag('24h', '--x'), 86_400_000);
+    for (const bad of ['', '5', 's', '1.5s', '-1s', '0ms', '1d', '25d', '5 s', '5S']) assert.throws(() => parseDurationFlag(bad, '--x'), UsageError, bad);
+    assert.deepEqual(parseTuningFlags({}), { policyDiscovery: {} });
+    assert.deepEqual(
+      parseTuningFlags({ inboundDiscoveryTimeout: '2s', inboundDiscoveryIdleTimeout: '1m', inboundDiscoveryMaxPorts: '0', metricsRetainIdle: '1h' }),
+      { policyDiscovery: { discoveryTimeoutMs: 2_000, discoveryIdleMs: 60_000, maxDiscoveredPorts: 0 }, metricsIdleTimeoutMs: 3_600_000 },
+    );
+    assert.throws(() => parseTuningFlags({ inboundDiscoveryMaxPorts: '65536' }), UsageError);
+  });
+
   it('exits 2 with a precise message for bad flags and unreadable files', async () => {
     const cases: [string[], RegExp][] = [
       [['--workload', 'demo'], /--workload "demo" is not NAMESPACE\/POD/],
@@ -84,6 +98,10 @@ describe('ward proxy flags', () => {
       [['--log-level', 'loud'], /--log-level must be one of/],
       [['--token-file', join(dir, 'missing')], /--token-file .*missing: cannot read/],
       [['--trust-anchors', token], /--trust-anchors .*token: trust anchors:/],
+      [['--inbound-discovery-timeout', '5'], /--inbound-discovery-timeout "5" is not a duration between 1ms and 24d/],
+      [['--inbound-discovery-idle-timeout', '30d'], /--inbound-discovery-idle-timeout "30d" is not a duration/],
+      [['--inbound-discovery-max-ports', '-1'], /--inbound-discovery-max-ports "-1" is not a number of ports from 0 to 65535/],
+      [['--metrics-retain-idle', '0s'], /--metrics-retain-idle "0s" is not a duration/],
     ];
     for (const [extra, message] of cases) {
       const r = await run([...base(), ...extra]);

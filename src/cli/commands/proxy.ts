@@ -32,7 +32,13 @@ import { type Command, Option } from '@commander-js/extra-typings';
 import { isDns1123Label, isDnsName } from '../../identity/index.js';
 import {
   ADMIN_POLICY_PORT,
+  DEFAULT_DISCOVERY_IDLE_MS,
+  DEFAULT_DISCOVERY_TIMEOUT_MS,
+  DEFAULT_MAX_DISCOVERED_PORTS,
+  METRICS_IDLE_TIMEOUT_MS,
+  MetricsRegistry,
   type OriginalDstAddonError,
+  type PolicyDiscoveryOptions,
   type ProxyInboundPort,
   type ProxyOutboundOptions,
   type RunningProxy,
@@ -68,6 +74,11 @@ export interface ProxyFlags {
   /** Transparent mode: iptables redirects, original destinations from SO_ORIGINAL_DST. */
   readonly transparent?: boolean;
   readonly logLevel?: string;
+  /** Durations such as `5s`, `10m`, `1m30s`. */
+  readonly inboundDiscoveryTimeout?: string;
+  readonly inboundDiscoveryIdleTimeout?: string;
+  readonly inboundDiscoveryMaxPorts?: string;
+  readonly metricsRetainIdle?: string;
 }
 
 /** A parsed `--inbound` flag. */
@@ -153,6 +164,44 @@ function readFlagFile(path: string, flag: string): string {
   }
 }
 
+const DURATION_UNITS_MS: Readonly<Record<string, number>> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
+/** Timers cannot wait longer (about 24.8 days). */
+const MAX_TIMER_MS = 0x7fff_ffff;
+
+/**
+ * Parses a duration flag as kubectl takes them (`500ms`, `5s`, `10m`, `1h30m`: integers with the
+ * units ms, s, m, h) into milliseconds, more than 0 and at most ~24 days; throws `UsageError`.
+ */
+export function parseDurationFlag(text: string, flag: string): number {
+  const parts = /^(?:\d+(?:ms|s|m|h))+$/.test(text) ? [...text.matchAll(/(\d+)(ms|s|m|h)/g)] : [];
+  const ms = parts.reduce((sum, [, n, unit]) => sum + Number(n) * (DURATION_UNITS_MS[unit as string] ?? Number.NaN), 0);
+  if (parts.length === 0 || !(ms > 0 && ms <= MAX_TIMER_MS))
+    throw new UsageError(`${flag} "${text}" is not a duration between 1ms and 24d (e.g. 500ms, 5s, 10m, 1h30m)`);
+  return ms;
+}
+
+/** The tuning flags, as `startProxy` options (only those given); throws `UsageError`. */
+export function parseTuningFlags(
+  flags: Pick<ProxyFlags, 'inboundDiscoveryTimeout' | 'inboundDiscoveryIdleTimeout' | 'inboundDiscoveryMaxPorts' | 'metricsRetainIdle'>,
+): { policyDiscovery: PolicyDiscoveryOptions; metricsIdleTimeoutMs?: number } {
+  const max = flags.inboundDiscoveryMaxPorts;
+  if (max !== undefined && !(/^\d{1,5}$/.test(max) && Number(max) <= 65535))
+    throw new UsageError(`--inbound-discovery-max-ports "${max}" is not a number of ports from 0 to 65535 (0 turns discovery off)`);
+  const policyDiscovery: PolicyDiscoveryOptions = {
+    ...(flags.inboundDiscoveryTimeout !== undefined
+      ? { discoveryTimeoutMs: parseDurationFlag(flags.inboundDiscoveryTimeout, '--inbound-discovery-timeout') }
+      : {}),
+    ...(flags.inboundDiscoveryIdleTimeout !== undefined
+      ? { discoveryIdleMs: parseDurationFlag(flags.inboundDiscoveryIdleTimeout, '--inbound-discovery-idle-timeout') }
+      : {}),
+    ...(max !== undefined ? { maxDiscoveredPorts: Number(max) } : {}),
+  };
+  return {
+    policyDiscovery,
+    ...(flags.metricsRetainIdle !== undefined ? { metricsIdleTimeoutMs: parseDurationFlag(flags.metricsRetainIdle, '--metrics-retain-idle') } : {}),
+  };
+}
+
 /** Registers `ward proxy`. */
 export function registerProxyCommand(program: Command, io: CliIo, result: { status: number }, signals: AbortSignal | undefined): void {
   program
@@ -190,6 +239,19 @@ export function registerProxyCommand(program: Command, io: CliIo, result: { stat
       '--transparent',
       'transparent mode (Linux, iptables redirects; needs `npm run build:native`): no listener per pod port; connections redirected to the mesh port are served as the port they were headed for, and with --destination-addr those redirected to the outbound address go to their original destination',
     )
+    .option(
+      '--inbound-discovery-timeout <duration>',
+      `transparent mode: how long a connection to an undeclared port waits for the port's policy before it is closed (default ${DEFAULT_DISCOVERY_TIMEOUT_MS / 1000}s)`,
+    )
+    .option(
+      '--inbound-discovery-idle-timeout <duration>',
+      `transparent mode: stop watching an undeclared port's policy after no connection for this long (default ${DEFAULT_DISCOVERY_IDLE_MS / 60_000}m)`,
+    )
+    .option(
+      '--inbound-discovery-max-ports <n>',
+      `transparent mode: at most this many undeclared ports watched at once; connections to others are closed (default ${DEFAULT_MAX_DISCOVERED_PORTS}; 0: none)`,
+    )
+    .option('--metrics-retain-idle <duration>', `drop metric series not updated for this long (default ${METRICS_IDLE_TIMEOUT_MS / 60_000}m)`)
     .option('--log-level <level>', `log level: ${LEVELS.join(', ')} (default info; WARD_LOG overrides)`)
     .action(async (opts) => {
       result.status = await runProxy(opts as unknown as ProxyFlags, io, signals);
@@ -226,6 +288,7 @@ export async function runProxy(flags: ProxyFlags, io: CliIo, signals: AbortSigna
   if (appHosts.size > 1) throw new UsageError(`--inbound: every application must be on one host (the pod's private address), got ${[...appHosts].join(', ')}`);
   const localhostNetworks = flags.localhostNetworks === undefined ? undefined : networks(flags.localhostNetworks, '', '--localhost-networks');
   if (localhostNetworks !== undefined && localhostNetworks.length === 0) throw new UsageError('--localhost-networks: give at least one CIDR');
+  const tuning = parseTuningFlags(flags);
   const trustAnchorsPem = readFlagFile(flags.trustAnchors, '--trust-anchors');
   readFlagFile(flags.tokenFile, '--token-file');
 
@@ -252,6 +315,10 @@ export async function runProxy(flags: ProxyFlags, io: CliIo, signals: AbortSigna
       ...(outbound !== undefined ? { outbound } : {}),
       ...(localhostNetworks !== undefined ? { localhostNetworks } : {}),
       ...(transparent ? { transparent } : {}),
+      policyDiscovery: tuning.policyDiscovery,
+      ...(tuning.metricsIdleTimeoutMs !== undefined
+        ? { registry: new MetricsRegistry({ processMetrics: true, idleTimeoutMs: tuning.metricsIdleTimeoutMs }) }
+        : {}),
       logger,
     });
   } catch (e) {
