@@ -11,18 +11,7 @@ import {
   observe,
   SeriesGroup,
 } from './metric-cells.js';
-
-/** A registry on a clock the test moves. */
-function clocked(idleTimeoutMs?: number): { registry: MetricsRegistry; advance(ms: number): void } {
-  let now = 1_000_000;
-  const registry = new MetricsRegistry({ now: () => now, ...(idleTimeoutMs !== undefined ? { idleTimeoutMs } : {}) });
-  return {
-    registry,
-    advance: (ms) => {
-      now += ms;
-    },
-  };
-}
+import { clockedRegistry } from './metrics-test-helpers.js';
 
 /** The sample lines of the exposition (no HELP/TYPE). */
 function sampleLines(registry: MetricsRegistry): string[] {
@@ -152,7 +141,7 @@ describe('MetricsRegistry: idle series eviction', () => {
   const IDLE = 60_000;
 
   it('evicts a series not updated for the idle period, and keeps one that is', () => {
-    const { registry, advance } = clocked(IDLE);
+    const { registry, advance } = clockedRegistry(IDLE);
     const requests = new CellCounter(registry, 'request_total', 'requests');
     const idle = requests.cell({ client_id: 'gone' });
     const busy = requests.cell({ client_id: 'busy' });
@@ -173,7 +162,7 @@ describe('MetricsRegistry: idle series eviction', () => {
   });
 
   it('never evicts before the idle period has passed since the last update', () => {
-    const { registry, advance } = clocked(IDLE);
+    const { registry, advance } = clockedRegistry(IDLE);
     const c = new CellCounter(registry, 'c', 'x').cell({ a: '1' });
     advance(IDLE - 1);
     c.value++;
@@ -186,7 +175,7 @@ describe('MetricsRegistry: idle series eviction', () => {
   });
 
   it('keeps a gauge whose value is not 0, however long it stays unchanged', () => {
-    const { registry, advance } = clocked(IDLE);
+    const { registry, advance } = clockedRegistry(IDLE);
     const open = new CellGauge(registry, 'tcp_open_connections', 'open');
     open.cell({ peer: 'a' }).value = 2;
     open.cell({ peer: 'b' }).value = 0;
@@ -197,7 +186,7 @@ describe('MetricsRegistry: idle series eviction', () => {
   });
 
   it('keeps unlabelled series (process-wide singletons)', () => {
-    const { registry, advance } = clocked(IDLE);
+    const { registry, advance } = clockedRegistry(IDLE);
     new CellCounter(registry, 'identity_cert_refresh_count', 'x').cell({}).value = 1;
     new CellCounter(registry, 'labelled_total', 'x').cell({ a: 'b' }).value = 1;
     registry.sweep();
@@ -206,7 +195,7 @@ describe('MetricsRegistry: idle series eviction', () => {
   });
 
   it('evicts histograms by their count', () => {
-    const { registry, advance } = clocked(IDLE);
+    const { registry, advance } = clockedRegistry(IDLE);
     const h = new CellHistogram(registry, 'latency_ms', 'x', [1, 10]);
     const a = h.cell({ s: 'a' });
     const b = h.cell({ s: 'b' });
@@ -224,7 +213,7 @@ describe('MetricsRegistry: idle series eviction', () => {
   });
 
   it('evicts a group only as a whole: not while one cell is active or the group is held', () => {
-    const { registry, advance } = clocked(IDLE);
+    const { registry, advance } = clockedRegistry(IDLE);
     const opened = new CellCounter(registry, 'tcp_open_total', 'x');
     const closed = new CellCounter(registry, 'tcp_close_total', 'x');
     const open = new CellGauge(registry, 'tcp_open_connections', 'x');
@@ -260,7 +249,7 @@ describe('MetricsRegistry: idle series eviction', () => {
   });
 
   it('starts a series evicted and resolved again from zero; the detached cell no longer reaches the exposition', () => {
-    const { registry, advance } = clocked(IDLE);
+    const { registry, advance } = clockedRegistry(IDLE);
     const requests = new CellCounter(registry, 'request_total', 'x');
     const old = requests.cell({ authority: 'web' });
     old.value += 7;
@@ -276,7 +265,7 @@ describe('MetricsRegistry: idle series eviction', () => {
   });
 
   it('sweeps by itself while series are being created, at most every quarter of the idle period', async () => {
-    const { registry, advance } = clocked(IDLE);
+    const { registry, advance } = clockedRegistry(IDLE);
     const c = new CellCounter(registry, 'c_total', 'x');
     c.cell({ n: '0' }).value++;
     registry.sweep();
@@ -291,7 +280,7 @@ describe('MetricsRegistry: idle series eviction', () => {
   });
 
   it('keeps the exposition valid through churn and eviction', () => {
-    const { registry, advance } = clocked(IDLE);
+    const { registry, advance } = clockedRegistry(IDLE);
     const requests = new CellCounter(registry, 'request_total', 'x');
     const open = new CellGauge(registry, 'tcp_open_connections', 'x');
     const latency = new CellHistogram(registry, 'response_latency_ms', 'x', [1, 10]);

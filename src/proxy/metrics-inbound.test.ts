@@ -11,6 +11,7 @@ import { type ClientInfo, type Deny, defaultMeta, type Meta, type Permit, parseI
 import { MetricsRegistry } from './metric-cells.js';
 import { InboundMetrics } from './metrics-inbound.js';
 import { tlsLabels } from './metrics-labels.js';
+import { clockedRegistry } from './metrics-test-helpers.js';
 
 const IP = parseIp('10.0.0.7') as NonNullable<ReturnType<typeof parseIp>>;
 const WEB_ID = 'web.emojivoto.serviceaccount.identity.linkerd.cluster.local';
@@ -197,18 +198,9 @@ describe('InboundMetrics', () => {
 
 describe('InboundMetrics: idle series eviction', () => {
   const IDLE = 60_000;
-  function clocked(): { registry: MetricsRegistry; advance(ms: number): void } {
-    let now = 0;
-    return {
-      registry: new MetricsRegistry({ now: () => now, idleTimeoutMs: IDLE }),
-      advance: (ms) => {
-        now += ms;
-      },
-    };
-  }
 
   it('resolves a cached series again after its eviction: the next request is counted, from zero', async () => {
-    const { registry, advance } = clocked();
+    const { registry, advance } = clockedRegistry(IDLE);
     const m = new InboundMetrics({ registry, targetIp: '10.0.0.7' });
     // One decision object, as a compiled policy hands out: the hooks cache its series by identity.
     const e = { port: 8080, client: meshed, decision: permit(srv('web-http'), authzMeta('a')), request };
@@ -237,7 +229,7 @@ describe('InboundMetrics: idle series eviction', () => {
   });
 
   it('keeps the series of a request in flight, however long it takes', async () => {
-    const { registry, advance } = clocked();
+    const { registry, advance } = clockedRegistry(IDLE);
     const m = new InboundMetrics({ registry, targetIp: '10.0.0.7' });
     const e = { port: 8080, client: meshed, decision: permit(srv('grpc'), authzMeta('a')), request };
     m.hooks.onHttpAllow?.(e);
@@ -254,7 +246,7 @@ describe('InboundMetrics: idle series eviction', () => {
   });
 
   it('keeps the transport series of an open connection; after its close and the idle period, a new one counts from 1', async () => {
-    const { registry, advance } = clocked();
+    const { registry, advance } = clockedRegistry(IDLE);
     const m = new InboundMetrics({ registry, targetIp: '10.0.0.7' });
     const sock = () => Object.assign(new EventEmitter(), { closed: false, bytesRead: 3, bytesWritten: 4 });
     const server = srv('web-tcp');
@@ -279,7 +271,7 @@ describe('InboundMetrics: idle series eviction', () => {
   });
 
   it('forgets the series of client identities that stopped calling', async () => {
-    const { registry, advance } = clocked();
+    const { registry, advance } = clockedRegistry(IDLE);
     const m = new InboundMetrics({ registry, targetIp: '10.0.0.7' });
     const p = permit(srv('web-http'), authzMeta('a'));
     for (let i = 0; i < 100; i++) {

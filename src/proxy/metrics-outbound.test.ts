@@ -12,6 +12,7 @@ import { MetricsRegistry } from './metric-cells.js';
 import { registerHttpFamilies } from './metrics-http.js';
 import { InboundMetrics } from './metrics-inbound.js';
 import { OutboundMetrics } from './metrics-outbound.js';
+import { clockedRegistry } from './metrics-test-helpers.js';
 import { outboundLabels, TransportMetrics } from './metrics-transport.js';
 import { parseOutboundAuthority } from './outbound-resolver.js';
 
@@ -198,15 +199,6 @@ describe('OutboundMetrics', () => {
 
   describe('eviction', () => {
     const IDLE = 60_000;
-    function clocked(): { registry: MetricsRegistry; advance(ms: number): void } {
-      let now = 0;
-      return {
-        registry: new MetricsRegistry({ now: () => now, idleTimeoutMs: IDLE }),
-        advance: (ms) => {
-          now += ms;
-        },
-      };
-    }
     const request = (m: OutboundMetrics, ep: DestinationEndpoint | undefined, status = 200, to = true) => {
       const ex = m.exchange();
       if (to) ex.to(WEB);
@@ -221,7 +213,7 @@ describe('OutboundMetrics', () => {
     };
 
     it('resolves a series cached by endpoint again after its eviction: the next request is visible, from 1', async () => {
-      const { registry, advance } = clocked();
+      const { registry, advance } = clockedRegistry(IDLE);
       const m = new OutboundMetrics({ registry });
       request(m, meshedEp);
       request(m, meshedEp);
@@ -249,7 +241,7 @@ describe('OutboundMetrics', () => {
     });
 
     it('keeps the series of a request in flight; after it ends and the idle period, it goes', async () => {
-      const { registry, advance } = clocked();
+      const { registry, advance } = clockedRegistry(IDLE);
       const m = new OutboundMetrics({ registry });
       const ex = m.exchange();
       ex.to(WEB);
@@ -270,7 +262,7 @@ describe('OutboundMetrics', () => {
     });
 
     it('resolves the outbound transport series of an endpoint again after its eviction', async () => {
-      const { registry, advance } = clocked();
+      const { registry, advance } = clockedRegistry(IDLE);
       const transport = new TransportMetrics(registry);
       const sock = () => Object.assign(new EventEmitter(), { closed: false, bytesRead: 1, bytesWritten: 1 }) as unknown as Socket;
       const a = sock();
