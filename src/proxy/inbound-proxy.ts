@@ -175,6 +175,13 @@ export interface InboundProxyOptions {
    * Without it every mesh-port connection is direct.
    */
   readonly originalDst?: OriginalDstReader;
+  /**
+   * Transparent mode: the proxy's other listening ports (the outbound listener), besides the mesh
+   * port this proxy knows itself. A connection headed for one of them — redirected there, or
+   * named by a transport header — is never given a discovered policy and forwarded to
+   * `appHost`, where it would reach the proxy's own listener with the pod's identity behind it.
+   */
+  readonly isProxyPort?: (port: number) => boolean;
 }
 
 const NO_TLS: TlsState = Object.freeze({ kind: 'none', reason: 'no_tls_from_remote' });
@@ -251,6 +258,7 @@ export class InboundProxy {
   readonly #hooks: InboundMetricsHooks;
   readonly #handleHttpFn: InboundHttpHandler;
   readonly #originalDst: OriginalDstReader | undefined;
+  readonly #isProxyPort: (port: number) => boolean;
   /** The default HTTP stack (absent with a custom `handleHttp`). */
   readonly #http: InboundHttp | undefined;
   readonly #counter = new InboundStatsCounter();
@@ -288,6 +296,7 @@ export class InboundProxy {
     this.#log = opts.logger ?? silentLogger();
     this.#hooks = opts.metrics ?? {};
     this.#originalDst = opts.originalDst;
+    this.#isProxyPort = opts.isProxyPort ?? (() => false);
     if (opts.handleHttp !== undefined) {
       this.#handleHttpFn = opts.handleHttp;
     } else {
@@ -485,6 +494,10 @@ export class InboundProxy {
     const discover = transparent ? this.#policies.discover : undefined;
     if (discover === undefined) {
       this.#fail(conn, 'no policy');
+      return;
+    }
+    if (conn.port === this.#listen.meshPort || conn.port === this.#bound?.meshPort || this.#isProxyPort(conn.port)) {
+      this.#fail(conn, 'proxy port');
       return;
     }
     void discover.call(this.#policies, conn.port).then(

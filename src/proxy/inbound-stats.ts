@@ -23,6 +23,8 @@ export type InboundErrorReason =
   | 'policy discovery timeout'
   /** Transparent mode: the target port is undeclared and the proxy already watches as many undeclared ports as it may. */
   | 'policy discovery limit'
+  /** Transparent mode: the target port is one of the proxy's own (the mesh or outbound listener): never discovered, never forwarded. */
+  | 'proxy port'
   /** A connection to the mesh port that is not mTLS with a client identity to our name (§4.2). */
   | 'direct connection not mutually authenticated'
   /** A direct connection that did not negotiate ALPN `transport.l5d.io/v1`. */

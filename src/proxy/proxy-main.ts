@@ -347,6 +347,9 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
     logger: log,
     metrics: metrics.hooks,
     ...(originalDst !== undefined ? { originalDst } : {}),
+    // Transparent mode: the proxy's own listeners are never a discovered port (inbound-proxy).
+    isProxyPort: (port) =>
+      port === bound?.admin || port === opts.admin.port || (opts.outbound !== undefined && (port === bound?.outbound || port === opts.outbound.listen.port)),
   });
 
   let bound: ProxyBoundPorts | undefined;

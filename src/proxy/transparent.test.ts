@@ -346,7 +346,10 @@ describe('InboundProxy with originalDst: ports discovered on first connection', 
   const started: { proxy: InboundProxy; watcher: PolicyWatcher }[] = [];
 
   /** An InboundProxy in transparent mode over a PolicyWatcher that declares 8080 only. */
-  async function startLazy(extra: Partial<PolicyWatcherOptions> = {}): Promise<{ proxy: InboundProxy; watcher: PolicyWatcher; meshPort: number }> {
+  async function startLazy(
+    extra: Partial<PolicyWatcherOptions> = {},
+    isProxyPort?: (port: number) => boolean,
+  ): Promise<{ proxy: InboundProxy; watcher: PolicyWatcher; meshPort: number }> {
     const httpPort = (lazyHttp.address() as AddressInfo).port;
     const echoPort = (lazyEcho.address() as AddressInfo).port;
     const client: PolicyWatchClient = {
@@ -383,6 +386,7 @@ describe('InboundProxy with originalDst: ports discovered on first connection', 
       listen: { host: HOST, meshPort: 0, appPorts: [] },
       detectTimeoutMs: 1000,
       originalDst,
+      ...(isProxyPort !== undefined ? { isProxyPort } : {}),
     });
     started.push({ proxy, watcher });
     const meshPort = (await proxy.start()).meshPort;
@@ -476,6 +480,43 @@ describe('InboundProxy with originalDst: ports discovered on first connection', 
     const deniedBefore = lazy.proxy.stats().tcpAuthzDeny;
     assert.equal(await exchange(await connectAs(lazy.meshPort, ALLOWED, redirectTo('10.0.0.5', DENY_DEFAULT)), 'ping'), '');
     assert.equal(lazy.proxy.stats().tcpAuthzDeny - deniedBefore, 1);
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal(appConnections, before);
+  });
+
+  it("never discovers the proxy's own ports: redirected there or named by a transport header, the connection is closed before any policy stream", async () => {
+    // Were it discovered, the controller's open default would admit it and the proxy would forward
+    // it to appHost:4140 — in a pod, its own outbound listener, with the pod's identity behind it.
+    const OUTBOUND_PORT = 4140;
+    discovery.add(
+      'emojivoto',
+      'web-0',
+      OUTBOUND_PORT,
+      defaultServer('all-unauthenticated', { kind: 'opaque' }, [unauthenticated('all-unauthenticated', ALL_NETWORKS)]),
+    );
+    const guarded = await startLazy({}, (port) => port === OUTBOUND_PORT);
+    const before = appConnections;
+    const errorsBefore = guarded.proxy.stats().tcpErrors['proxy port'] ?? 0;
+    assert.equal(await exchange(await connectAs(guarded.meshPort, ALLOWED, redirectTo('10.0.0.5', OUTBOUND_PORT)), 'ping'), '');
+    for (const port of [OUTBOUND_PORT, guarded.meshPort]) {
+      next = redirectTo('10.0.0.5', guarded.meshPort);
+      const tcp = watch(netConnect({ host: HOST, port: guarded.meshPort, localAddress: ALLOWED })).socket;
+      const t = watch(
+        tlsConnect({
+          ...new MeshTlsContext(side.clientCert, side.mesh.anchorsPem).clientOptions(side.serverCert.identity, [TRANSPORT_HEADER_ALPN]),
+          socket: tcp,
+        }),
+      );
+      await within(once(t.socket, 'secureConnect'), WAIT_MS, 'the mesh handshake');
+      t.socket.write(encodeTransportHeader({ port }));
+      assert.equal(await exchange(t, 'ping'), '', `transport header naming ${port}`);
+    }
+    assert.equal((guarded.proxy.stats().tcpErrors['proxy port'] ?? 0) - errorsBefore, 3);
+    assert.deepEqual(
+      watchCalls.filter((p) => p === OUTBOUND_PORT || p === guarded.meshPort),
+      [],
+      'no policy stream for a proxy port',
+    );
     await new Promise((r) => setTimeout(r, 50));
     assert.equal(appConnections, before);
   });

@@ -315,7 +315,15 @@ describe('e2e: ward proxy --transparent (iptables, network namespaces)', {
     for (const r of serving) assert.equal(r.error, undefined, `an application could not listen: ${r.error}`);
 
     const inbound = (port: number) => ['--inbound', `${port}=127.0.0.1:${port}`];
-    const serverProxy = startProxy(server, 'server-0', 'server', [...inbound(8080), ...inbound(8081), ...inbound(9000), ...inbound(9001)]);
+    // The server pod runs the outbound proxy too (127.0.0.1:4140): the attack case below aims at it.
+    const serverProxy = startProxy(server, 'server-0', 'server', [
+      ...inbound(8080),
+      ...inbound(8081),
+      ...inbound(9000),
+      ...inbound(9001),
+      '--destination-addr',
+      `${NODE_IP}:${ctlPorts.destination}`,
+    ]);
     const clientProxy = startProxy(client, 'client-0', 'client', ['--destination-addr', `${NODE_IP}:${ctlPorts.destination}`]);
     const [serverLine, clientLine] = await Promise.all([ready(serverProxy), ready(clientProxy)]);
     assert.match(serverLine, /mesh :4143, admin :4191, inbound 8080@4143->127\.0\.0\.1:8080, .*, transparent$/);
@@ -380,6 +388,27 @@ describe('e2e: ward proxy --transparent (iptables, network namespaces)', {
     const after = appConnections();
     assert.ok((after.get(OPEN_HTTP_PORT) ?? 0) > (before.get(OPEN_HTTP_PORT) ?? 0), 'the proxy connected to the application on 8082');
     assert.equal((after.get(OPEN_TCP_PORT) ?? 0) - (before.get(OPEN_TCP_PORT) ?? 0), 1, 'the proxy connected to the application on 9002 once');
+  });
+
+  it("attack: a redirected connection to the pod's outbound port 4140 is closed, never discovered nor forwarded to the proxy's own listener", async () => {
+    // Discovered like any undeclared port, 4140 would get the open default and be forwarded to
+    // 127.0.0.1:4140 — the server pod's outbound proxy — lending the node's plaintext client the
+    // pod's identity toward anything (here: the node's own server, through CONNECT).
+    const before = await serverAdmin('/debug/policies');
+    const attempt = await nodeAgent.request({
+      op: 'echo',
+      host: SERVER_IP,
+      port: 4140,
+      data: `CONNECT ${NODE_IP}:${NODE_HTTP_PORT} HTTP/1.1\r\nHost: ${NODE_IP}:${NODE_HTTP_PORT}\r\n\r\n`,
+    });
+    assert.deepEqual({ closed: attempt.closed, received: attempt.received }, { closed: true, received: '' }, JSON.stringify(attempt));
+    const debug = JSON.parse(await serverAdmin('/debug/policies')) as { ports: { port: number }[] };
+    assert.equal(
+      debug.ports.some((p) => p.port === 4140),
+      false,
+      `4140 is not a discovered port: ${before}`,
+    );
+    assert.match(await serverAdmin('/metrics'), /inbound_tcp_errors_total\{[^}]*error="proxy port"[^}]*\} 1/);
   });
 
   it('inbound, undeclared require-identity port: plaintext gets 403 on 8083 and a closed connection on 9003 (all-authenticated); the app sees neither', async () => {
