@@ -1,8 +1,9 @@
 /**
- * Connections from the inbound HTTP stack to the application (local mode: `appHost:appPort`).
- * HTTP/1: one keep-alive `http.Agent` for every application port (it pools per host:port; the
- * socket count per port is bounded, requests beyond it queue in the agent). HTTP/2 (and gRPC):
- * one `ClientHttp2Session` per application port, shared by every request to it and replaced
+ * Connections from the inbound HTTP stack to the application (`host:port`: local mode's
+ * `appHost:appPort`, or in transparent mode the pod address an undeclared port was headed for).
+ * HTTP/1: one keep-alive `http.Agent` for every application address (it pools per host:port; the
+ * socket count per address is bounded, requests beyond it queue in the agent). HTTP/2 (and gRPC):
+ * one `ClientHttp2Session` per application address, shared by every request to it and replaced
  * once it closes, fails or receives a GOAWAY (streams already open on it finish there).
  * nghttp2 queues streams beyond the application's `maxConcurrentStreams` itself.
  */
@@ -12,9 +13,7 @@ import { connect as connectTcp } from 'node:net';
 
 /** Settings of an {@link AppUpstream}. */
 export interface AppUpstreamOptions {
-  /** Where the application listens. */
-  readonly host: string;
-  /** Upper bound of concurrent HTTP/1 connections to each application port. */
+  /** Upper bound of concurrent HTTP/1 connections to each application address. */
   readonly maxSocketsPerPort: number;
 }
 
@@ -29,40 +28,38 @@ function isSessionGone(e: unknown): boolean {
 
 /** The application's HTTP/1 connection pool and HTTP/2 sessions. */
 export class AppUpstream {
-  readonly #host: string;
-  readonly #authorityHost: string;
   readonly #agent: Agent;
-  readonly #sessions = new Map<number, ClientHttp2Session>();
+  /** By `host|port`. */
+  readonly #sessions = new Map<string, ClientHttp2Session>();
   #closed = false;
 
   constructor(opts: AppUpstreamOptions) {
-    this.#host = opts.host;
-    this.#authorityHost = opts.host.includes(':') ? `[${opts.host}]` : opts.host;
     this.#agent = new Agent({ keepAlive: true, maxSockets: opts.maxSocketsPerPort, maxFreeSockets: Math.min(opts.maxSocketsPerPort, 64), scheduling: 'lifo' });
   }
 
   /**
-   * Starts an HTTP/1 request to the application's `port`. `headers` are flat name/value pairs
-   * (`Host` included when the client sent one; node adds `host:port` otherwise).
+   * Starts an HTTP/1 request to the application at `host:port`. `headers` are flat name/value
+   * pairs (`Host` included when the client sent one; node adds `host:port` otherwise).
    */
-  request1(port: number, method: string, path: string, headers: readonly string[]): ClientRequest {
-    return request({ host: this.#host, port, method, path, headers: headers as string[], agent: this.#agent });
+  request1(host: string, port: number, method: string, path: string, headers: readonly string[]): ClientRequest {
+    return request({ host, port, method, path, headers: headers as string[], agent: this.#agent });
   }
 
   /**
-   * Opens an HTTP/2 stream to the application's `port` on the shared session. Throws (like
-   * `ClientHttp2Session.request`) only when even a fresh session refuses the stream.
+   * Opens an HTTP/2 stream to the application at `host:port` on the shared session. Throws
+   * (like `ClientHttp2Session.request`) only when even a fresh session refuses the stream.
    */
-  request2(port: number, headers: OutgoingHttpHeaders, endStream: boolean): ClientHttp2Stream {
-    const session = this.#session(port);
+  request2(host: string, port: number, headers: OutgoingHttpHeaders, endStream: boolean): ClientHttp2Stream {
+    const key = `${host}|${port}`;
+    const session = this.#session(key, host, port);
     try {
       return session.request(headers, { endStream });
     } catch (e) {
       // The session went away between uses (closed, GOAWAY, stream ids used up): one retry on a
       // new one. Anything else (an invalid header) is the request's fault, not the session's.
       if (!isSessionGone(e)) throw e;
-      this.#drop(port, session);
-      return this.#session(port).request(headers, { endStream });
+      this.#drop(key, session);
+      return this.#session(key, host, port).request(headers, { endStream });
     }
   }
 
@@ -74,24 +71,24 @@ export class AppUpstream {
     this.#sessions.clear();
   }
 
-  #session(port: number): ClientHttp2Session {
-    const live = this.#sessions.get(port);
+  #session(key: string, host: string, port: number): ClientHttp2Session {
+    const live = this.#sessions.get(key);
     if (live !== undefined && !live.closed && !live.destroyed) return live;
-    const host = this.#host;
-    const session = connectHttp2(`http://${this.#authorityHost}:${port}`, {
+    const authorityHost = host.includes(':') ? `[${host}]` : host;
+    const session = connectHttp2(`http://${authorityHost}:${port}`, {
       createConnection: () => connectTcp({ host, port, noDelay: true }),
     });
     // Stream errors reach the streams; the session's own error only retires it.
-    session.on('error', () => this.#drop(port, session));
-    session.on('goaway', () => this.#drop(port, session));
-    session.on('close', () => this.#drop(port, session));
+    session.on('error', () => this.#drop(key, session));
+    session.on('goaway', () => this.#drop(key, session));
+    session.on('close', () => this.#drop(key, session));
     session.on('frameError', noop);
     if (this.#closed) session.destroy();
-    else this.#sessions.set(port, session);
+    else this.#sessions.set(key, session);
     return session;
   }
 
-  #drop(port: number, session: ClientHttp2Session): void {
-    if (this.#sessions.get(port) === session) this.#sessions.delete(port);
+  #drop(key: string, session: ClientHttp2Session): void {
+    if (this.#sessions.get(key) === session) this.#sessions.delete(key);
   }
 }

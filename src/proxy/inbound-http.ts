@@ -158,6 +158,7 @@ function noop(): void {}
 /** One HTTP connection's facts, fixed for its lifetime. */
 interface HttpConn {
   readonly port: number;
+  readonly appHost: string;
   readonly appPort: number;
   readonly client: ClientInfo;
   /** The verified mesh identity (mesh TLS with a client certificate): `l5d-client-id`, error details. */
@@ -238,6 +239,7 @@ function isPositiveInt32(ms: number): boolean {
 export class InboundHttp {
   readonly #policies: InboundHttpOptions['policies'];
   readonly #appPortOf: (port: number) => number;
+  readonly #appHost: string;
   readonly #log: Logger;
   readonly #hooks: InboundMetricsHooks;
   readonly #counter: InboundStatsCounter;
@@ -273,10 +275,11 @@ export class InboundHttp {
     }
     this.#policies = opts.policies;
     this.#appPortOf = opts.appPortOf ?? ((p) => p);
+    this.#appHost = opts.appHost;
     this.#log = opts.logger ?? silentLogger();
     this.#hooks = opts.metrics ?? {};
     this.#counter = opts.counter ?? new InboundStatsCounter();
-    this.#upstream = new AppUpstream({ host: opts.appHost, maxSocketsPerPort: maxSockets });
+    this.#upstream = new AppUpstream({ maxSocketsPerPort: maxSockets });
     this.#headersTimeoutMs = headersTimeoutMs;
     this.#random = opts.random ?? Math.random;
 
@@ -318,6 +321,7 @@ export class InboundHttp {
     const tls = conn.client.tls;
     const ctx: HttpConn = {
       port: conn.port,
+      appHost: conn.appHost ?? this.#appHost,
       appPort: this.#appPortOf(conn.port),
       client: conn.client,
       meshedId: tls.kind === 'established' ? tls.clientId : undefined,
@@ -579,7 +583,7 @@ export class InboundHttp {
     headers: readonly string[],
     ex: HttpExchange | undefined,
   ): void {
-    const up = this.#upstream.request1(ctx.appPort, method, path, headers);
+    const up = this.#upstream.request1(ctx.appHost, ctx.appPort, method, path, headers);
     up.on('response', (ures: IncomingMessage) => {
       if (res.destroyed) {
         ures.destroy();
@@ -757,7 +761,7 @@ export class InboundHttp {
   #forward2(stream: ServerHttp2Stream, ctx: HttpConn, headers: Http2OutgoingHeaders, grpc: boolean, endStream: boolean, ex: HttpExchange | undefined): void {
     let up: ClientHttp2Stream;
     try {
-      up = this.#upstream.request2(ctx.appPort, headers, endStream);
+      up = this.#upstream.request2(ctx.appHost, ctx.appPort, headers, endStream);
     } catch (e) {
       ex?.fail('app unreachable');
       this.#unreachable2(stream, ctx, grpc, e);

@@ -26,7 +26,7 @@
  * Transparent mode (`originalDst`, §4.1): iptables redirects every inbound connection to the mesh
  * port. One whose original destination (SO_ORIGINAL_DST) is another port P is served exactly as if
  * it had been accepted on an application listener for P — P's policy, TLS detection, HTTP or TCP,
- * forwarded to `appHost:appPortOf(P)`; one whose original destination is the mesh port itself (or
+ * forwarded to `appHostOf(P, pod address):appPortOf(P)`; one whose original destination is the mesh port itself (or
  * that was not redirected) is direct, as above. One whose original destination cannot be read is
  * closed ("original destination unknown"). Any port may be redirected, not only the declared ones
  * (§2.4 `pod-inbound-ports`): when P has no policy yet — an undeclared port, or a declared one the
@@ -36,12 +36,14 @@
  * names. Discovery failing closes the connection without a byte reaching the application:
  * "policy discovery timeout" (no policy within the watcher's bound), "policy discovery limit"
  * (too many undeclared ports watched), else "no policy". Each connection holds its port
- * (`policies.use`) until it closes, so a discovered port is not dropped under it. Local mode does
- * not discover: only the declared ports are served, and a transport header naming another port
- * fails closed ("no policy").
+ * (`policies.use`) until it closes, so a discovered port is not dropped under it. The proxy's own
+ * ports (the mesh port, `isProxyPort`) are never discovered: "proxy port". The proxy sends an
+ * undeclared port to the pod address the connection was headed for (`appHostOf`), so a service
+ * bound to loopback only is not exposed. Local mode does not discover: only the declared ports are
+ * served, and a transport header naming another port fails closed ("no policy").
  *
  * TCP: `authorizeConnection` on the target port's current policy. Deny → the connection is reset
- * before any byte reaches the application; permit → piped to `appHost:appPortOf(port)` and tracked,
+ * before any byte reaches the application; permit → piped to the application (`appHostOf`, `appPortOf`) and tracked,
  * so that each later policy update of the port re-checks it (`reauthorizeConnection`) and tears it
  * down when revoked. HTTP has no connection-level authorization (§4.4): it is handed to
  * `handleHttp`, which authorizes every request against the port's current policy (§4.8).
@@ -142,6 +144,8 @@ export interface InboundHttpConnection {
   readonly version: InboundHttpVersion;
   /** How the version was learned: detected, implied by the port's protocol, or a transport header's session protocol. */
   readonly source: 'detect' | 'protocol' | 'transport-header';
+  /** Where the application behind `port` is for this connection (`appHostOf`); default: the stack's `appHost`. */
+  readonly appHost?: string;
 }
 
 /** Takes over an HTTP connection (see {@link InboundHttpConnection}). Must not throw. */
@@ -157,6 +161,14 @@ export interface InboundProxyOptions {
   readonly appHost: string;
   /** The application port behind an inbound port (default: the same number). */
   readonly appPortOf?: (port: number) => number;
+  /**
+   * Where the application behind `port` is, given the pod address the connection was headed for
+   * (`podIp`: a redirected connection's original destination, else the local address it was
+   * accepted on). Default: `appHost` for every port. Transparent mode sends undeclared ports to
+   * `podIp`, as upstream forwards to the original destination: a service the pod binds to
+   * loopback only stays out of reach, as it would be without the mesh.
+   */
+  readonly appHostOf?: (port: number, podIp: string | undefined) => string;
   readonly listen: InboundListen;
   /**
    * Deadline for a ClientHello, the mesh TLS handshake and the transport header (default 10 s,
@@ -225,6 +237,8 @@ interface Conn {
   readonly direct: boolean;
   /** The port whose policy applies: the listener's, or the transport header's. */
   port: number;
+  /** The pod address the connection was headed for: its original destination when redirected, else its local address. */
+  readonly podIp: string | undefined;
   /** The stream application bytes flow on: `raw`, or the TLS socket once mesh TLS is terminated. */
   front: Socket;
   /** The policy the connection was classified with (its protocol decided the path). */
@@ -252,6 +266,7 @@ export class InboundProxy {
   readonly #policies: InboundPolicies;
   readonly #appHost: string;
   readonly #appPortOf: (port: number) => number;
+  readonly #appHostOf: (port: number, podIp: string | undefined) => string;
   readonly #listen: InboundListen;
   readonly #detectTimeoutMs: number;
   readonly #log: Logger;
@@ -291,6 +306,8 @@ export class InboundProxy {
     this.#policies = opts.policies;
     this.#appHost = opts.appHost;
     this.#appPortOf = opts.appPortOf ?? ((p) => p);
+    const appHost = opts.appHost;
+    this.#appHostOf = opts.appHostOf ?? (() => appHost);
     this.#listen = opts.listen;
     this.#detectTimeoutMs = detectTimeoutMs;
     this.#log = opts.logger ?? silentLogger();
@@ -416,13 +433,15 @@ export class InboundProxy {
       return;
     }
     // Transparent mode: a redirected connection belongs to the port it was headed for.
-    const target = direct && this.#originalDst !== undefined ? this.#redirectedPort(raw) : port;
+    const dst = direct && this.#originalDst !== undefined ? this.#originalDestination(raw) : { port, address: raw.localAddress };
+    const target = dst?.port;
     const isDirect = direct && target === port;
     const conn: Conn = {
       raw,
       ip,
       direct: isDirect,
       port: target ?? port,
+      podIp: dst?.address,
       front: raw,
       policy: undefined,
       upstream: undefined,
@@ -438,10 +457,10 @@ export class InboundProxy {
     else this.#acceptAppConnection(conn);
   }
 
-  /** The original destination port of a connection accepted on the mesh port; undefined when it cannot be read. */
-  #redirectedPort(raw: Socket): number | undefined {
+  /** The original destination of a connection accepted on the mesh port; undefined when it cannot be read. */
+  #originalDestination(raw: Socket): { readonly port: number; readonly address: string } | undefined {
     const dst = (this.#originalDst as OriginalDstReader)(raw);
-    if (dst.ok) return dst.value.port;
+    if (dst.ok) return dst.value;
     this.#log.warn({ client: raw.remoteAddress, code: dst.code, err: dst.message }, 'inbound connection without a readable original destination');
     return undefined;
   }
@@ -720,7 +739,9 @@ export class InboundProxy {
     }
     conn.tracked = true;
     this.#tracker.add(port, conn, client);
-    conn.upstream = forwardTcp(conn.front, { host: this.#appHost, port: this.#appPortOf(port) }, (err) => this.#error(conn, 'app connect failed', err));
+    conn.upstream = forwardTcp(conn.front, { host: this.#appHostOf(port, conn.podIp), port: this.#appPortOf(port) }, (err) =>
+      this.#error(conn, 'app connect failed', err),
+    );
   }
 
   /** A policy update revoked a forwarded connection (§4.8). */
@@ -736,7 +757,16 @@ export class InboundProxy {
   #handleHttp(conn: Conn, client: ClientInfo, version: InboundHttpVersion, source: InboundHttpConnection['source']): void {
     const policy = conn.policy as CompiledServer;
     this.#hooks.onTcpOpen?.({ port: conn.port, server: policy.server.meta, client, socket: conn.raw });
-    this.#handleHttpFn({ socket: conn.front, raw: conn.raw, port: conn.port, policy, client, version, source });
+    this.#handleHttpFn({
+      socket: conn.front,
+      raw: conn.raw,
+      port: conn.port,
+      policy,
+      client,
+      version,
+      source,
+      appHost: this.#appHostOf(conn.port, conn.podIp),
+    });
   }
 
   // -------------------------------------------------------------------------------------------

@@ -301,10 +301,12 @@ describe('startProxy', () => {
 describe('startProxy in transparent mode (scripted original destinations)', () => {
   /** The port the next accepted connection was headed for; undefined: not redirected. */
   let redirect: number | undefined;
+  /** The pod address it was headed for (loopback: the proxy connects to it for undeclared ports). */
+  let podAddress = HOST;
   const reader: OriginalDstReader = (s) =>
     redirect === undefined
       ? { ok: true, value: { address: s.localAddress as string, port: s.localPort as number, redirected: false } }
-      : { ok: true, value: { address: '10.0.0.5', port: redirect, redirected: true } };
+      : { ok: true, value: { address: podAddress, port: redirect, redirected: true } };
   let transparent: RunningProxy;
   const DISCOVERY_MS = 300;
 
@@ -347,6 +349,12 @@ describe('startProxy in transparent mode (scripted original destinations)', () =
     setPolicy(undeclared, open);
     redirect = undeclared;
     assert.deepEqual(await get(meshPort, '/lazy'), { status: 200, body: 'hello /lazy' });
+    // The application of an undeclared port is at the address the connection was headed for, not
+    // the declared ports' host: headed for 127.0.0.3, the app listening on 127.0.0.1 only (like a
+    // service a pod binds to loopback) is not reached.
+    podAddress = '127.0.0.3';
+    assert.equal((await get(meshPort, '/loopback-only')).status, 502);
+    podAddress = HOST;
 
     // A port the controller has nothing for: closed after the bound, the proxy stays ready.
     const unknown = 7999;
@@ -374,7 +382,7 @@ describe('startProxy in transparent mode (scripted original destinations)', () =
     assert.deepEqual(doc.ports[2], {
       port: undeclared,
       listen: `${HOST}:${meshPort}`,
-      app: `${HOST}:${undeclared}`,
+      app: `127.0.0.3:${undeclared}`,
       policy: serverToProtoJson(open),
       discovered: true,
     });

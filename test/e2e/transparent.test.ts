@@ -37,9 +37,13 @@
  * is `all-authenticated` (§2.4; the annotation does not touch the Server-bound ports above). So
  * the node's plaintext client reaches 8082/9002 and gets 403 on 8083 and a closed connection on
  * 9003 (SO_ORIGINAL_DST names the undeclared port), while the client pod's meshed application
- * reaches 8083/9003 with its identity (a transport header names it). Counting rules in the server
- * pod's filter OUTPUT chain (SYNs to 127.0.0.1:<port>) show whether the proxy opened a connection
- * to the application at all; the proxy's `/debug/policies` lists the discovered ports.
+ * reaches 8083/9003 with its identity (a transport header names it). The proxy forwards an
+ * undeclared port to the pod address the connection was headed for (10.244.77.3), as upstream
+ * forwards to the original destination, so the application sees the pod's own address as the
+ * client, and a service the pod binds to loopback only (8084) stays out of reach. Counting rules
+ * in the server pod's filter OUTPUT chain (SYNs to 10.244.77.3:<port>) show whether the proxy
+ * opened a connection to the application at all; the proxy's `/debug/policies` lists the
+ * discovered ports.
  *
  * Only addresses inside these namespaces are used; they are deleted in `after` (processes left in
  * them are killed), and ones left by a crashed run are swept at start. Without root or iptables the
@@ -77,6 +81,8 @@ const OPEN_HTTP_PORT_AUTHN = 8083;
 const OPEN_TCP_PORT = 9002;
 const OPEN_TCP_PORT_AUTHN = 9003;
 const UNDECLARED_PORTS = [OPEN_HTTP_PORT, OPEN_HTTP_PORT_AUTHN, OPEN_TCP_PORT, OPEN_TCP_PORT_AUTHN];
+/** An undeclared HTTP port the server pod's application binds to loopback only. */
+const LOOPBACK_ONLY_PORT = 8084;
 
 /** upstream proxy-init's nat rules, for iptables-restore. */
 const PROXY_INIT_RULES = `*nat
@@ -291,7 +297,7 @@ describe('e2e: ward proxy --transparent (iptables, network namespaces)', {
     for (const pod of [client, server]) lab.exec(pod.ns, 'iptables-restore', [], PROXY_INIT_RULES);
     // Counting rules (no target): the proxy's connections to the application's undeclared ports.
     for (const port of UNDECLARED_PORTS) {
-      lab.exec(server.ns, 'iptables', ['-w', '-A', 'OUTPUT', '-o', 'lo', '-d', '127.0.0.1', '-p', 'tcp', '--syn', '--dport', String(port)]);
+      lab.exec(server.ns, 'iptables', ['-w', '-A', 'OUTPUT', '-o', 'lo', '-d', SERVER_IP, '-p', 'tcp', '--syn', '--dport', String(port)]);
     }
 
     ctl = spawnController(work.manifests, idDir, NODE_IP, undefined, ['ip', 'netns', 'exec', lab.node.ns]);
@@ -307,6 +313,7 @@ describe('e2e: ward proxy --transparent (iptables, network namespaces)', {
       serverAgent.request({ op: 'echo-serve', host: '0.0.0.0', port: 9000 }),
       serverAgent.request({ op: 'echo-serve', host: '0.0.0.0', port: 9001 }),
       serverAgent.request({ op: 'http-serve', host: '0.0.0.0', port: OPEN_HTTP_PORT }),
+      serverAgent.request({ op: 'http-serve', host: '127.0.0.1', port: LOOPBACK_ONLY_PORT }),
       serverAgent.request({ op: 'http-serve', host: '0.0.0.0', port: OPEN_HTTP_PORT_AUTHN }),
       serverAgent.request({ op: 'echo-serve', host: '0.0.0.0', port: OPEN_TCP_PORT }),
       serverAgent.request({ op: 'echo-serve', host: '0.0.0.0', port: OPEN_TCP_PORT_AUTHN }),
@@ -380,8 +387,8 @@ describe('e2e: ward proxy --transparent (iptables, network namespaces)', {
     const rs = await Promise.all([1, 2, 3].map((i) => nodeAgent.request({ op: 'http-get', host: SERVER_IP, port: OPEN_HTTP_PORT, path: `/undeclared/${i}` })));
     for (const [i, r] of rs.entries()) {
       assert.equal(r.status, 200, JSON.stringify(r));
-      // The application's answer, through the proxy (a connection from 127.0.0.1, no client id).
-      assert.deepEqual(body(r), { path: `/undeclared/${i + 1}`, clientId: null, remote: '127.0.0.1' });
+      // The application's answer, through the proxy (a connection from the pod's address, no client id).
+      assert.deepEqual(body(r), { path: `/undeclared/${i + 1}`, clientId: null, remote: SERVER_IP });
     }
     const echo = await nodeAgent.request({ op: 'echo', host: SERVER_IP, port: OPEN_TCP_PORT, data: 'hello 9002' });
     assert.equal(echo.echoed, 'hello 9002', JSON.stringify(echo));
@@ -438,7 +445,7 @@ describe('e2e: ward proxy --transparent (iptables, network namespaces)', {
     const before = appConnections();
     const r = await clientAgent.request({ op: 'http-get', host: SERVER_IP, port: OPEN_HTTP_PORT_AUTHN, path: '/meshed-undeclared' });
     assert.equal(r.status, 200, JSON.stringify(r));
-    assert.deepEqual(body(r), { path: '/meshed-undeclared', clientId: CLIENT_ID, remote: '127.0.0.1' });
+    assert.deepEqual(body(r), { path: '/meshed-undeclared', clientId: CLIENT_ID, remote: SERVER_IP });
     const echo = await clientAgent.request({ op: 'echo', host: SERVER_IP, port: OPEN_TCP_PORT_AUTHN, data: 'meshed 9003' });
     assert.equal(echo.echoed, 'meshed 9003', JSON.stringify(echo));
     const after = appConnections();
@@ -466,7 +473,7 @@ describe('e2e: ward proxy --transparent (iptables, network namespaces)', {
       UNDECLARED_PORTS.map((port) => ({
         port,
         discovered: true,
-        app: `127.0.0.1:${port}`,
+        app: `${SERVER_IP}:${port}`,
         kind: 'default',
         name: port === OPEN_HTTP_PORT_AUTHN || port === OPEN_TCP_PORT_AUTHN ? 'all-authenticated' : 'all-unauthenticated',
       })),
@@ -483,6 +490,13 @@ describe('e2e: ward proxy --transparent (iptables, network namespaces)', {
       metrics,
     );
     assert.equal(metricSum(metrics, 'inbound_tcp_authz_allow_total', { ...authn, target_port: String(OPEN_TCP_PORT_AUTHN), client_id: CLIENT_ID }), 1, metrics);
+  });
+
+  it('attack: an undeclared port the application binds to loopback only stays out of reach (the proxy forwards to the pod address, not 127.0.0.1)', async () => {
+    // Its default admits anyone; forwarded to 127.0.0.1:8084 the loopback-only service would answer.
+    const r = await nodeAgent.request({ op: 'http-get', host: SERVER_IP, port: LOOPBACK_ONLY_PORT, path: '/private' });
+    assert.equal(r.status, 502, JSON.stringify(r));
+    assert.doesNotMatch(r.body ?? '', /private/, 'the loopback-only application did not answer');
   });
 
   it('shuts down cleanly on SIGTERM', async () => {
