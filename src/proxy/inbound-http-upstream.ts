@@ -1,6 +1,7 @@
 /**
  * Connections from the inbound HTTP stack to the application (`host:port`: local mode's
- * `appHost:appPort`, or in transparent mode the pod address an undeclared port was headed for).
+ * `appHost:appPort`, or in transparent mode the pod address a connection to an undeclared port
+ * arrived on).
  * HTTP/1: one keep-alive `http.Agent` for every application address (it pools per host:port; the
  * socket count per address is bounded, requests beyond it queue in the agent). HTTP/2 (and gRPC):
  * one `ClientHttp2Session` per application address, shared by every request to it and replaced

@@ -26,9 +26,10 @@
  * Transparent mode (`originalDst`, §4.1): iptables redirects every inbound connection to the mesh
  * port. One whose original destination (SO_ORIGINAL_DST) is another port P is served exactly as if
  * it had been accepted on an application listener for P — P's policy, TLS detection, HTTP or TCP,
- * forwarded to `appHostOf(P, pod address):appPortOf(P)`; one whose original destination is the mesh port itself (or
- * that was not redirected) is direct, as above. One whose original destination cannot be read is
- * closed ("original destination unknown"). Any port may be redirected, not only the declared ones
+ * forwarded to `appHostOf(P, pod address):appPortOf(P)` — the address the connection arrived on:
+ * only the original destination's port is used, its address being the client's choice; one whose
+ * original destination is the mesh port itself (or that was not redirected) is direct, as above.
+ * One whose original destination cannot be read is closed ("original destination unknown"). Any port may be redirected, not only the declared ones
  * (§2.4 `pod-inbound-ports`): when P has no policy yet — an undeclared port, or a declared one the
  * controller has not answered for — the connection waits, paused (no byte read), for the policy
  * to be discovered (`policies.discover`: the controller is asked for P's policy, usually the
@@ -38,9 +39,10 @@
  * (too many undeclared ports watched), else "no policy". Each connection holds its port
  * (`policies.use`) until it closes, so a discovered port is not dropped under it. The proxy's own
  * ports (the mesh port, `isProxyPort`) are never discovered: "proxy port". The proxy sends an
- * undeclared port to the pod address the connection was headed for (`appHostOf`), so a service
- * bound to loopback only is not exposed. Local mode does not discover: only the declared ports are
- * served, and a transport header naming another port fails closed ("no policy").
+ * undeclared port to the pod address the connection arrived on (`appHostOf`), so a service bound
+ * to loopback only is not exposed, and no other host is reached through the proxy. Local mode
+ * does not discover: only the declared ports are served, and a transport header naming another
+ * port fails closed ("no policy").
  *
  * TCP: `authorizeConnection` on the target port's current policy. Deny → the connection is reset
  * before any byte reaches the application; permit → piped to the application (`appHostOf`, `appPortOf`) and tracked,
@@ -162,11 +164,13 @@ export interface InboundProxyOptions {
   /** The application port behind an inbound port (default: the same number). */
   readonly appPortOf?: (port: number) => number;
   /**
-   * Where the application behind `port` is, given the pod address the connection was headed for
-   * (`podIp`: a redirected connection's original destination, else the local address it was
-   * accepted on). Default: `appHost` for every port. Transparent mode sends undeclared ports to
-   * `podIp`, as upstream forwards to the original destination: a service the pod binds to
-   * loopback only stays out of reach, as it would be without the mesh.
+   * Where the application behind `port` is, given the pod address the connection arrived on
+   * (`podIp`: the local address it was accepted on, which for a redirected connection is the
+   * receiving interface's address — not its original destination address, which the client
+   * chooses: a packet for another host or 127.0.0.1 sent to the pod's interface is redirected too,
+   * and forwarding there would make the proxy an open relay). Default: `appHost` for every port.
+   * Transparent mode sends undeclared ports to `podIp`: a service the pod binds to loopback only
+   * stays out of reach, as it would be without the mesh.
    */
   readonly appHostOf?: (port: number, podIp: string | undefined) => string;
   readonly listen: InboundListen;
@@ -237,7 +241,10 @@ interface Conn {
   readonly direct: boolean;
   /** The port whose policy applies: the listener's, or the transport header's. */
   port: number;
-  /** The pod address the connection was headed for: its original destination when redirected, else its local address. */
+  /**
+   * The pod address the connection arrived on (its local address) — never a redirected
+   * connection's original destination address, which the client chooses.
+   */
   readonly podIp: string | undefined;
   /** The stream application bytes flow on: `raw`, or the TLS socket once mesh TLS is terminated. */
   front: Socket;
@@ -432,16 +439,18 @@ export class InboundProxy {
       raw.destroy();
       return;
     }
-    // Transparent mode: a redirected connection belongs to the port it was headed for.
-    const dst = direct && this.#originalDst !== undefined ? this.#originalDestination(raw) : { port, address: raw.localAddress };
-    const target = dst?.port;
+    // Transparent mode: a redirected connection belongs to the port it was headed for. Only the
+    // port: the original destination's address is whatever the client put in its packets (a packet
+    // for another host or 127.0.0.1 sent to the pod's interface is redirected too), while the local
+    // address is the pod's own (REDIRECT rewrites to the receiving interface's primary address).
+    const target = direct && this.#originalDst !== undefined ? this.#originalDestinationPort(raw) : port;
     const isDirect = direct && target === port;
     const conn: Conn = {
       raw,
       ip,
       direct: isDirect,
       port: target ?? port,
-      podIp: dst?.address,
+      podIp: raw.localAddress,
       front: raw,
       policy: undefined,
       upstream: undefined,
@@ -457,10 +466,10 @@ export class InboundProxy {
     else this.#acceptAppConnection(conn);
   }
 
-  /** The original destination of a connection accepted on the mesh port; undefined when it cannot be read. */
-  #originalDestination(raw: Socket): { readonly port: number; readonly address: string } | undefined {
+  /** The original destination port of a connection accepted on the mesh port; undefined when it cannot be read. */
+  #originalDestinationPort(raw: Socket): number | undefined {
     const dst = (this.#originalDst as OriginalDstReader)(raw);
-    if (dst.ok) return dst.value;
+    if (dst.ok) return dst.value.port;
     this.#log.warn({ client: raw.remoteAddress, code: dst.code, err: dst.message }, 'inbound connection without a readable original destination');
     return undefined;
   }

@@ -74,9 +74,9 @@ interface Reply {
   readonly body: string;
 }
 
-function get(port: number, path: string, from = FROM): Promise<Reply> {
+function get(port: number, path: string, from = FROM, host = HOST): Promise<Reply> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: HOST, port, path, localAddress: from, agent: false }, (res) => {
+    const req = httpRequest({ host, port, path, localAddress: from, agent: false }, (res) => {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (c: string) => {
@@ -298,11 +298,14 @@ describe('startProxy', () => {
   });
 });
 
+/** Transparent mode's pod address: the mesh listener's, where redirected connections arrive. */
+const POD_IP = '127.0.0.3';
+
 describe('startProxy in transparent mode (scripted original destinations)', () => {
   /** The port the next accepted connection was headed for; undefined: not redirected. */
   let redirect: number | undefined;
-  /** The pod address it was headed for (loopback: the proxy connects to it for undeclared ports). */
-  let podAddress = HOST;
+  /** The address its original destination names (the client's choice: the proxy must not connect there). */
+  let podAddress = POD_IP;
   const reader: OriginalDstReader = (s) =>
     redirect === undefined
       ? { ok: true, value: { address: s.localAddress as string, port: s.localPort as number, redirected: false } }
@@ -310,8 +313,12 @@ describe('startProxy in transparent mode (scripted original destinations)', () =
   let transparent: RunningProxy;
   const DISCOVERY_MS = 300;
 
+  /** The pod's application on its own address (the one on HOST stands for a loopback-only service). */
+  let podApp: HttpServer;
+
   after(async () => {
     await transparent?.close();
+    podApp?.close();
   });
 
   it('discovers an undeclared port on its first connection, shows it in /debug/policies, and stays ready without it', async () => {
@@ -328,11 +335,11 @@ describe('startProxy in transparent mode (scripted original destinations)', () =
       tokenFile,
       identityAddress: `${HOST}:${grpc.port}`,
       policyAddress: `${HOST}:${grpc.port}`,
-      // The pod's address; the mesh listener (where every port arrives) is elsewhere.
-      listenHost: '127.0.0.3',
+      // The pod's configured address; the mesh listener (where every port arrives) is on POD_IP.
+      listenHost: '127.0.0.5',
       appHost: HOST,
       inbound: [{ podPort: 8080, listenPort: 0, appPort: (httpApp.address() as AddressInfo).port }],
-      mesh: { host: HOST, port: 0 },
+      mesh: { host: POD_IP, port: 0 },
       admin: { host: HOST, port: 0 },
       registry: new MetricsRegistry(),
       transparent: true,
@@ -343,24 +350,35 @@ describe('startProxy in transparent mode (scripted original destinations)', () =
     await within(transparent.ready(), WAIT_MS, 'readiness');
     const meshPort = transparent.ports.mesh;
 
-    // The application's own port is not declared: the controller serves the pod's default for it.
-    const undeclared = (httpApp.address() as AddressInfo).port;
+    // An application port on the pod's address that is not declared: the controller serves the
+    // pod's default for it, and the proxy forwards to the address the connection arrived on.
+    podApp = createHttpServer((req, res) => {
+      req.resume();
+      res.end(`pod ${req.url}`);
+    });
+    await once(podApp.listen(0, POD_IP), 'listening');
+    const undeclared = (podApp.address() as AddressInfo).port;
     const open: InboundServer = { ...adminPolicy, meta: defaultMeta('all-unauthenticated') };
     setPolicy(undeclared, open);
     redirect = undeclared;
-    assert.deepEqual(await get(meshPort, '/lazy'), { status: 200, body: 'hello /lazy' });
-    // The application of an undeclared port is at the address the connection was headed for, not
-    // the declared ports' host: headed for 127.0.0.3, the app listening on 127.0.0.1 only (like a
-    // service a pod binds to loopback) is not reached.
-    podAddress = '127.0.0.3';
-    assert.equal((await get(meshPort, '/loopback-only')).status, 502);
+    assert.deepEqual(await get(meshPort, '/lazy', FROM, POD_IP), { status: 200, body: 'pod /lazy' });
+    // Not the declared ports' host: the app on HOST only (like a service a pod binds to loopback)
+    // is not reached through an undeclared port…
+    const loopbackOnly = (httpApp.address() as AddressInfo).port;
+    setPolicy(loopbackOnly, open);
+    redirect = loopbackOnly;
+    assert.equal((await get(meshPort, '/loopback-only', FROM, POD_IP)).status, 502);
+    // …nor when the original destination names it (a packet for 127.0.0.1 sent to the pod's
+    // interface is redirected too): that address is the client's choice, never connected to.
     podAddress = HOST;
+    assert.equal((await get(meshPort, '/loopback-claimed', FROM, POD_IP)).status, 502);
+    podAddress = POD_IP;
 
     // A port the controller has nothing for: closed after the bound, the proxy stays ready.
     const unknown = 7999;
     const startedAt = Date.now();
     redirect = unknown;
-    assert.equal((await get(meshPort, '/unknown')).status, 'closed');
+    assert.equal((await get(meshPort, '/unknown', FROM, POD_IP)).status, 'closed');
     assert.ok(Date.now() - startedAt >= DISCOVERY_MS - 20, 'closed only after the discovery bound');
     assert.equal(transparent.isReady(), true);
     redirect = undefined;
@@ -375,17 +393,18 @@ describe('startProxy in transparent mode (scripted original destinations)', () =
         [8080, false],
         [4191, false],
         [undeclared, true],
+        [loopbackOnly, true],
         [unknown, true],
       ],
     );
-    assert.equal(doc.ports[0]?.listen, `${HOST}:${meshPort}`, 'a declared port arrives through the mesh listener too');
+    assert.equal(doc.ports[0]?.listen, `${POD_IP}:${meshPort}`, 'a declared port arrives through the mesh listener too');
     assert.deepEqual(doc.ports[2], {
       port: undeclared,
-      listen: `${HOST}:${meshPort}`,
-      app: `127.0.0.3:${undeclared}`,
+      listen: `${POD_IP}:${meshPort}`,
+      app: `127.0.0.5:${undeclared}`,
       policy: serverToProtoJson(open),
       discovered: true,
     });
-    assert.equal(doc.ports[3]?.policy, null, 'no policy: failing closed');
+    assert.equal(doc.ports[4]?.policy, null, 'no policy: failing closed');
   });
 });

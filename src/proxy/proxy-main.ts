@@ -336,9 +336,10 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
     appHost: opts.appHost,
     // The mesh port may name any watched port; one without an application mapping has no policy either.
     appPortOf: (port) => appPorts.get(port) ?? port,
-    // Transparent mode: an undeclared port's application is at the pod address the connection was
-    // headed for (upstream forwards to the original destination), never the declared ports' host,
-    // which may be loopback: a service bound to loopback only must stay out of reach.
+    // Transparent mode: an undeclared port's application is at the pod address the connection
+    // arrived on (never the original destination's address, which the client chooses: the proxy
+    // would relay to any host), never the declared ports' host, which may be loopback: a service
+    // bound to loopback only must stay out of reach.
     ...(originalDst !== undefined
       ? { appHostOf: (port: number, podIp: string | undefined) => (appPorts.has(port) || podIp === undefined ? opts.appHost : podIp) }
       : {}),
@@ -387,7 +388,7 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
       ports.push({
         port,
         listen: hostPort(opts.mesh.host, bound?.mesh ?? opts.mesh.port),
-        // The pod's address: where connections to an undeclared port are headed (appHostOf above).
+        // The pod's address: where connections to an undeclared port arrive (appHostOf above).
         app: hostPort(opts.listenHost, port),
         policy: current === undefined ? null : serverToProtoJson(current.server),
         ...(current?.invalid !== undefined ? { invalid: current.invalid } : {}),

@@ -25,7 +25,7 @@ import {
 } from '../api/index.js';
 import { ALL_NETWORKS, type Authorization, DEFAULT_HTTP_ROUTE, defaultMeta, type InboundServer, type Network, type ProxyProtocol } from '../core/index.js';
 import { TempDirs, waitFor, within } from './identity-test-helpers.js';
-import { InboundProxy } from './inbound-proxy.js';
+import { InboundProxy, type InboundProxyOptions } from './inbound-proxy.js';
 import type { OriginalDstReader, OriginalDstResult } from './original-dst.js';
 import { OutboundConnector } from './outbound-connector.js';
 import { OutboundProxy } from './outbound-proxy.js';
@@ -349,6 +349,7 @@ describe('InboundProxy with originalDst: ports discovered on first connection', 
   async function startLazy(
     extra: Partial<PolicyWatcherOptions> = {},
     isProxyPort?: (port: number) => boolean,
+    proxyOpts: Partial<InboundProxyOptions> = {},
   ): Promise<{ proxy: InboundProxy; watcher: PolicyWatcher; meshPort: number }> {
     const httpPort = (lazyHttp.address() as AddressInfo).port;
     const echoPort = (lazyEcho.address() as AddressInfo).port;
@@ -387,6 +388,7 @@ describe('InboundProxy with originalDst: ports discovered on first connection', 
       detectTimeoutMs: 1000,
       originalDst,
       ...(isProxyPort !== undefined ? { isProxyPort } : {}),
+      ...proxyOpts,
     });
     started.push({ proxy, watcher });
     const meshPort = (await proxy.start()).meshPort;
@@ -519,6 +521,56 @@ describe('InboundProxy with originalDst: ports discovered on first connection', 
     );
     await new Promise((r) => setTimeout(r, 50));
     assert.equal(appConnections, before);
+  });
+
+  it('forwards an undeclared port to the pod address the connection arrived on, never to the host its original destination names', async () => {
+    // A packet for ELSEWHERE:port (another pod, the cloud metadata service, 127.0.0.1) sent to
+    // the pod's interface (same L2 segment, a route via the pod) is redirected like any other:
+    // SO_ORIGINAL_DST names ELSEWHERE, while the connection arrived on the pod's own address.
+    const ELSEWHERE = '127.0.0.4';
+    let reached = 0;
+    const elsewhere = createNetServer((s) => {
+      reached++;
+      s.on('error', () => {});
+      s.pipe(s);
+    });
+    elsewhere.listen(0, ELSEWHERE);
+    await once(elsewhere, 'listening');
+    try {
+      const port = (elsewhere.address() as AddressInfo).port;
+      discovery.add(
+        'emojivoto',
+        'web-0',
+        port,
+        defaultServer('all-unauthenticated', { kind: 'opaque' }, [unauthenticated('all-unauthenticated', ALL_NETWORKS)]),
+      );
+      // Wired as proxy-main wires transparent mode: an undeclared port goes to the pod address.
+      const relay = await startLazy({}, undefined, { appHostOf: (_port, podIp) => podIp ?? HOST, appPortOf: (p) => p });
+      /** Writes, and resolves once the proxy closed the connection or something came back. */
+      const attempt = async (c: Client): Promise<string> => {
+        if (!c.socket.destroyed) c.socket.write('ping');
+        await waitFor(() => c.socket.destroyed || c.received() !== '', 'the connection to close or answer', WAIT_MS);
+        c.socket.destroy();
+        return c.received();
+      };
+      // Redirected: an unauthenticated stranger.
+      assert.equal(await attempt(await connectAs(relay.meshPort, STRANGER, redirectTo(ELSEWHERE, port))), '');
+      // Direct, headed for ELSEWHERE:4143: any mesh identity, the transport header naming the port.
+      next = redirectTo(ELSEWHERE, relay.meshPort);
+      const tcp = watch(netConnect({ host: HOST, port: relay.meshPort, localAddress: STRANGER })).socket;
+      const t = watch(
+        tlsConnect({
+          ...new MeshTlsContext(side.clientCert, side.mesh.anchorsPem).clientOptions(side.serverCert.identity, [TRANSPORT_HEADER_ALPN]),
+          socket: tcp,
+        }),
+      );
+      await within(once(t.socket, 'secureConnect'), WAIT_MS, 'the mesh handshake');
+      t.socket.write(encodeTransportHeader({ port }));
+      assert.equal(await attempt(t), '');
+      assert.equal(reached, 0, 'the proxy never connected to another host');
+    } finally {
+      await new Promise((r) => elsewhere.close(r));
+    }
   });
 
   it('holds first connections until the policy arrives, sharing one discovery, with no byte lost or forwarded early', async () => {
