@@ -526,6 +526,31 @@ describe('PolicyWatcher lazy discovery', () => {
     assert.equal(timers.pending, 0, 'no sweep or reconnect left after stop');
   });
 
+  it('a client that touched `maxDiscoveredPorts` ports once and left cannot keep another port from being discovered', async () => {
+    // Any client that reaches the pod (even one every policy denies) makes the proxy discover the
+    // port it connects to, and each discovery refreshes the port's idle clock: one connection per
+    // port every few minutes keeps all the slots taken, and a first connection to any other
+    // undeclared port fails closed ('policy discovery limit') for everyone, for as long as it goes on.
+    const client = new ScriptedClient();
+    const w = mkWatcher({ client, maxDiscoveredPorts: 2 });
+    const answer = (port: number, name: string): void =>
+      client.streams.find((s) => s.port === port && !s.cancelled)?.handlers.onMessage({ ok: true, value: mkServer(name) });
+    for (const port of [9001, 9002]) {
+      const asked = w.discover(port);
+      answer(port, 'deny');
+      await asked;
+    }
+    // A legitimate first connection to another undeclared port, while nothing uses 9001 or 9002.
+    const release = w.use(9002);
+    const legit = outcome(w.discover(9003));
+    answer(9003, 'default');
+    const got = await legit;
+    assert.ok('value' in got, `discovered, not refused (${JSON.stringify(got)})`);
+    assert.equal(got.value.server.meta.name, 'default');
+    assert.ok(w.discoveredPorts.includes(9002), 'a port in use is never given up for another');
+    release();
+  });
+
   it('a discovered port with subscribers is not evicted; with no discovered port no sweep is pending', async () => {
     const client = new ScriptedClient();
     const timers = new CountingTimers();

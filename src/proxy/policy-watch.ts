@@ -11,9 +11,11 @@
  * policy, at most `discoveryTimeoutMs`; the controller answers as it would for a declared port
  * (usually the pod's default policy), and from then on the port behaves like a declared one
  * (updates, reconnects, stale retention). Because any client can make the proxy open a stream per
- * port, lazily discovered ports are bounded: at most `maxDiscoveredPorts` are watched at once
- * (further ports are refused), and one that no connection has used for `discoveryIdleMs` stops
- * being watched (and would be discovered again on its next connection).
+ * port, lazily discovered ports are bounded: at most `maxDiscoveredPorts` are watched at once —
+ * at the cap the least recently used one that no connection holds is dropped to make room, so a
+ * client touching many ports cannot keep others from being discovered; only when every one is
+ * held are further ports refused — and one that no connection has used for `discoveryIdleMs`
+ * stops being watched (and would be discovered again on its next connection).
  */
 import type { StreamHandlers, WireResult } from '../api/index.js';
 import { type CompiledServer, type CompileServerOptions, compileServer, deepEqual, type InboundServer } from '../core/index.js';
@@ -81,6 +83,11 @@ function isTimerMs(ms: number): boolean {
 }
 
 function noop(): void {}
+
+/** A lazily discovered port that no connection, subscriber or pending discovery holds: it may be dropped. */
+function isUnheld(w: PortWatch): boolean {
+  return w.lazy && w.users === 0 && w.listeners.size === 0 && w.discovery === undefined;
+}
 
 function stoppedError(): MeshError {
   return new MeshError('ERR_POLICY_WATCH_STOPPED', 'the policy watcher was stopped');
@@ -197,8 +204,8 @@ export class PolicyWatcher {
    * `maxDiscoveredPorts`) and stays open whatever the outcome of this wait, until the port is
    * idle. Concurrent callers for a port share one wait, bounded by `discoveryTimeoutMs` from its
    * start. Rejects with `MeshError` `ERR_POLICY_DISCOVERY_TIMEOUT` when no policy came in time,
-   * `ERR_POLICY_DISCOVERY_LIMIT` when the port is not watched and the cap is reached (logged once
-   * per port), `ERR_POLICY_WATCH_STOPPED` after `stop()`; with `RangeError` for a bad port number.
+   * `ERR_POLICY_DISCOVERY_LIMIT` when the port is not watched, the cap is reached and every
+   * discovered port is held (logged once per port), `ERR_POLICY_WATCH_STOPPED` after `stop()`; with `RangeError` for a bad port number.
    * Callers should hold the port with `use` while they serve a connection with its policy.
    */
   discover(port: number): Promise<CompiledServer> {
@@ -206,6 +213,9 @@ export class PolicyWatcher {
     if (this.#stopped) return Promise.reject(stoppedError());
     let w = this.#ports.get(port);
     if (w === undefined) {
+      // At the cap, the least recently used port nothing holds makes room: otherwise any client
+      // (even one every policy denies) could keep every slot taken by touching that many ports.
+      if (this.#discovered >= this.#maxDiscovered) this.#evictLeastRecentlyUsed();
       if (this.#discovered >= this.#maxDiscovered) {
         if (!this.#refused.has(port)) {
           this.#refused.add(port);
@@ -395,12 +405,28 @@ export class PolicyWatcher {
     if (this.#stopped) return;
     const now = performance.now();
     for (const w of [...this.#ports.values()]) {
-      if (!w.lazy || w.users > 0 || w.listeners.size > 0 || w.discovery !== undefined || now - w.lastUsedMs < this.#idleMs) continue;
-      this.#close(w);
-      this.#ports.delete(w.port);
-      this.#discovered--;
+      if (!isUnheld(w) || now - w.lastUsedMs < this.#idleMs) continue;
+      this.#drop(w);
       this.#log.info({ workload: this.#workload, port: w.port, idleMs: this.#idleMs }, 'stopped watching the inbound policy of an idle undeclared port');
     }
+  }
+
+  /** Stops watching the lazily discovered port that nothing holds and was used least recently, if any. */
+  #evictLeastRecentlyUsed(): void {
+    let oldest: PortWatch | undefined;
+    for (const w of this.#ports.values()) if (isUnheld(w) && (oldest === undefined || w.lastUsedMs < oldest.lastUsedMs)) oldest = w;
+    if (oldest === undefined) return;
+    this.#drop(oldest);
+    this.#log.info(
+      { workload: this.#workload, port: oldest.port, maxDiscoveredPorts: this.#maxDiscovered },
+      'stopped watching the inbound policy of the least recently used undeclared port, to discover another',
+    );
+  }
+
+  #drop(w: PortWatch): void {
+    this.#close(w);
+    this.#ports.delete(w.port);
+    this.#discovered--;
   }
 
   #open(w: PortWatch): void {

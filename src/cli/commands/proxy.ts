@@ -249,7 +249,7 @@ export function registerProxyCommand(program: Command, io: CliIo, result: { stat
     )
     .option(
       '--inbound-discovery-max-ports <n>',
-      `transparent mode: at most this many undeclared ports watched at once; connections to others are closed (default ${DEFAULT_MAX_DISCOVERED_PORTS}; 0: none)`,
+      `transparent mode: at most this many undeclared ports watched at once, the least recently used idle one making room; when all are in use, connections to others are closed (default ${DEFAULT_MAX_DISCOVERED_PORTS}; 0: none)`,
     )
     .option('--metrics-retain-idle <duration>', `drop metric series not updated for this long (default ${METRICS_IDLE_TIMEOUT_MS / 60_000}m)`)
     .option('--log-level <level>', `log level: ${LEVELS.join(', ')} (default info; WARD_LOG overrides)`)
