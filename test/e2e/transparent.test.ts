@@ -38,9 +38,10 @@
  * the node's plaintext client reaches 8082/9002 and gets 403 on 8083 and a closed connection on
  * 9003 (SO_ORIGINAL_DST names the undeclared port), while the client pod's meshed application
  * reaches 8083/9003 with its identity (a transport header names it). The proxy forwards an
- * undeclared port to the pod address the connection was headed for (10.244.77.3), as upstream
- * forwards to the original destination, so the application sees the pod's own address as the
- * client, and a service the pod binds to loopback only (8084) stays out of reach. Counting rules
+ * undeclared port to the pod address the connection arrived on (10.244.77.3; never the address
+ * the original destination names, which the client chooses), so the application sees the pod's
+ * own address as the client, and a service the pod binds to loopback only (8084) stays out of
+ * reach. Counting rules
  * in the server pod's filter OUTPUT chain (SYNs to 10.244.77.3:<port>) show whether the proxy
  * opened a connection to the application at all; the proxy's `/debug/policies` lists the
  * discovered ports.
