@@ -34,7 +34,7 @@ import { HOST, POD_HTTP1, POD_TCP, type ServerSide, startServerSide } from './ou
 import { type FakeCell, FakeDiscovery, FakePolicies } from './policy-test-helpers.js';
 import { type PolicyWatchClient, PolicyWatcher, type PolicyWatcherOptions } from './policy-watch.js';
 import { MeshTlsContext, TRANSPORT_HEADER_ALPN } from './tls-context.js';
-import { encodeTransportHeader } from './transport-header.js';
+import { encodeTransportHeader, type TransportHeader } from './transport-header.js';
 
 const WAIT_MS = 5000;
 /** Admitted by the inbound policies in plaintext. */
@@ -180,6 +180,23 @@ function watch(socket: Socket): Client {
 }
 
 /**
+ * A meshed client's direct connection to `meshPort` from `from`: mesh TLS as the client identity
+ * with the transport-header ALPN, then `header` written once the handshake is done.
+ */
+async function meshedDirect(meshPort: number, from: string, header: TransportHeader): Promise<Client> {
+  const tcp = watch(netConnect({ host: HOST, port: meshPort, localAddress: from })).socket;
+  const t = watch(
+    tlsConnect({
+      ...new MeshTlsContext(side.clientCert, side.mesh.anchorsPem).clientOptions(side.serverCert.identity, [TRANSPORT_HEADER_ALPN]),
+      socket: tcp,
+    }),
+  );
+  await within(once(t.socket, 'secureConnect'), WAIT_MS, 'the mesh handshake');
+  t.socket.write(encodeTransportHeader(header));
+  return t;
+}
+
+/**
  * Connects from `from` to `port`, with `next` set to `dst` for the proxy's accept; resolves once
  * connected (or closed: a refused connection may be reset before the client saw it connect).
  */
@@ -242,15 +259,7 @@ describe('InboundProxy with originalDst (transparent mode)', () => {
     assert.equal((inbound.stats().tcpErrors['direct connection not mutually authenticated'] ?? 0) - before, 2);
     // A transport-header connection redirected to 4143 (port 4143 → 4143) works as ever.
     next = redirectTo('10.0.0.5', meshPort);
-    const tcp = watch(netConnect({ host: HOST, port: meshPort, localAddress: STRANGER })).socket;
-    const t = watch(
-      tlsConnect({
-        ...new MeshTlsContext(side.clientCert, side.mesh.anchorsPem).clientOptions(side.serverCert.identity, [TRANSPORT_HEADER_ALPN]),
-        socket: tcp,
-      }),
-    );
-    await within(once(t.socket, 'secureConnect'), WAIT_MS, 'the mesh handshake');
-    t.socket.write(encodeTransportHeader({ port: 8080, sessionProtocol: 'http1' }));
+    const t = await meshedDirect(meshPort, STRANGER, { port: 8080, sessionProtocol: 'http1' });
     assert.match(await exchange(t, get('/direct')), /^HTTP\/1\.1 200 [\s\S]*app \/direct$/);
   });
 
@@ -464,15 +473,7 @@ describe('InboundProxy with originalDst: ports discovered on first connection', 
 
   it('applies a discovered port’s policy to the port a transport header names', async () => {
     next = redirectTo('10.0.0.5', lazy.meshPort);
-    const tcp = watch(netConnect({ host: HOST, port: lazy.meshPort, localAddress: ALLOWED })).socket;
-    const t = watch(
-      tlsConnect({
-        ...new MeshTlsContext(side.clientCert, side.mesh.anchorsPem).clientOptions(side.serverCert.identity, [TRANSPORT_HEADER_ALPN]),
-        socket: tcp,
-      }),
-    );
-    await within(once(t.socket, 'secureConnect'), WAIT_MS, 'the mesh handshake');
-    t.socket.write(encodeTransportHeader({ port: HTTP_DEFAULT, sessionProtocol: 'http1' }));
+    const t = await meshedDirect(lazy.meshPort, ALLOWED, { port: HTTP_DEFAULT, sessionProtocol: 'http1' });
     assert.match(await exchange(t, get('/header')), /^HTTP\/1\.1 200 [\s\S]*lazy app \/header$/);
     assert.equal(lazySeen.at(-1), `/header ${side.clientCert.identity}`);
   });
@@ -502,15 +503,7 @@ describe('InboundProxy with originalDst: ports discovered on first connection', 
     assert.equal(await exchange(await connectAs(guarded.meshPort, ALLOWED, redirectTo('10.0.0.5', OUTBOUND_PORT)), 'ping'), '');
     for (const port of [OUTBOUND_PORT, guarded.meshPort]) {
       next = redirectTo('10.0.0.5', guarded.meshPort);
-      const tcp = watch(netConnect({ host: HOST, port: guarded.meshPort, localAddress: ALLOWED })).socket;
-      const t = watch(
-        tlsConnect({
-          ...new MeshTlsContext(side.clientCert, side.mesh.anchorsPem).clientOptions(side.serverCert.identity, [TRANSPORT_HEADER_ALPN]),
-          socket: tcp,
-        }),
-      );
-      await within(once(t.socket, 'secureConnect'), WAIT_MS, 'the mesh handshake');
-      t.socket.write(encodeTransportHeader({ port }));
+      const t = await meshedDirect(guarded.meshPort, ALLOWED, { port });
       assert.equal(await exchange(t, 'ping'), '', `transport header naming ${port}`);
     }
     assert.equal((guarded.proxy.stats().tcpErrors['proxy port'] ?? 0) - errorsBefore, 3);
@@ -557,15 +550,7 @@ describe('InboundProxy with originalDst: ports discovered on first connection', 
       assert.equal(await attempt(await connectAs(relay.meshPort, STRANGER, redirectTo(ELSEWHERE, port))), '');
       // Direct, headed for ELSEWHERE:4143: any mesh identity, the transport header naming the port.
       next = redirectTo(ELSEWHERE, relay.meshPort);
-      const tcp = watch(netConnect({ host: HOST, port: relay.meshPort, localAddress: STRANGER })).socket;
-      const t = watch(
-        tlsConnect({
-          ...new MeshTlsContext(side.clientCert, side.mesh.anchorsPem).clientOptions(side.serverCert.identity, [TRANSPORT_HEADER_ALPN]),
-          socket: tcp,
-        }),
-      );
-      await within(once(t.socket, 'secureConnect'), WAIT_MS, 'the mesh handshake');
-      t.socket.write(encodeTransportHeader({ port }));
+      const t = await meshedDirect(relay.meshPort, STRANGER, { port });
       assert.equal(await attempt(t), '');
       assert.equal(reached, 0, 'the proxy never connected to another host');
     } finally {
