@@ -173,18 +173,25 @@ after(async () => {
   dirs.cleanup();
 });
 
+/** The emojivoto/web-0 proxy's identity and controller settings, shared by every startProxy here. */
+function podIdentity() {
+  return {
+    namespace: 'emojivoto',
+    pod: 'web-0',
+    serviceAccount: 'web',
+    trustDomain: 'cluster.local',
+    controlPlaneNamespace: 'linkerd',
+    trustAnchorsPem: mesh.anchorsPem,
+    tokenFile,
+    identityAddress: `${HOST}:${grpc.port}`,
+    policyAddress: `${HOST}:${grpc.port}`,
+  };
+}
+
 describe('startProxy', () => {
   it('listens at once and becomes ready only with a certificate and a policy for every port', async () => {
     proxy = await startProxy({
-      namespace: 'emojivoto',
-      pod: 'web-0',
-      serviceAccount: 'web',
-      trustDomain: 'cluster.local',
-      controlPlaneNamespace: 'linkerd',
-      trustAnchorsPem: mesh.anchorsPem,
-      tokenFile,
-      identityAddress: `${HOST}:${grpc.port}`,
-      policyAddress: `${HOST}:${grpc.port}`,
+      ...podIdentity(),
       listenHost: HOST,
       appHost: HOST,
       inbound: [
@@ -326,15 +333,7 @@ describe('startProxy in transparent mode (scripted original destinations)', () =
     setPolicy(8080, httpServer([CLIENT_ID]));
     setPolicy(4191, adminPolicy);
     transparent = await startProxy({
-      namespace: 'emojivoto',
-      pod: 'web-0',
-      serviceAccount: 'web',
-      trustDomain: 'cluster.local',
-      controlPlaneNamespace: 'linkerd',
-      trustAnchorsPem: mesh.anchorsPem,
-      tokenFile,
-      identityAddress: `${HOST}:${grpc.port}`,
-      policyAddress: `${HOST}:${grpc.port}`,
+      ...podIdentity(),
       // The pod's configured address; the mesh listener (where every port arrives) is on POD_IP.
       listenHost: '127.0.0.5',
       appHost: HOST,
