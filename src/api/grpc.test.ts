@@ -13,7 +13,7 @@ import { hasCode } from '../shared/index.js';
 import { DestinationClient } from './destination-client.js';
 import { type DestinationResolver, destinationService } from './destination-service.js';
 import type { DestinationEvent } from './destination-wire.js';
-import { GrpcError } from './grpc-error.js';
+import type { GrpcError } from './grpc-error.js';
 import { type GrpcServerHandle, startGrpcServer } from './grpc-server.js';
 import { IdentityClient } from './identity-client.js';
 import { type CertifyFunction, identityService } from './identity-service.js';
@@ -21,7 +21,7 @@ import { InboundPolicyClient } from './inbound-client.js';
 import { inboundPolicyService } from './inbound-service.js';
 import { serverToProtoJson } from './proto-json.js';
 import { defaultServer, grpcServer, meshIdentities, richHttpServer } from './test-fixtures.js';
-import { FakeCell, makeTestPki } from './test-helpers.js';
+import { FakeCell, makeTestPki, rejection } from './test-helpers.js';
 import type { WireResult } from './wire-result.js';
 
 // === fakes ===
@@ -79,16 +79,6 @@ function collect<T>() {
       });
     },
   };
-}
-
-async function rejection(p: Promise<unknown>): Promise<GrpcError> {
-  try {
-    await p;
-  } catch (e) {
-    assert.ok(e instanceof GrpcError, `not a GrpcError: ${String(e)}`);
-    return e;
-  }
-  return assert.fail('expected a rejection');
 }
 
 const withAuthz = (s: InboundServer, n: number): InboundServer => ({

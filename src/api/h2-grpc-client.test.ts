@@ -22,7 +22,7 @@ import type { InboundServer } from '../core/index.js';
 import { DestinationClient } from './destination-client.js';
 import { destinationService } from './destination-service.js';
 import type { DestinationEvent } from './destination-wire.js';
-import { GrpcError } from './grpc-error.js';
+import type { GrpcError } from './grpc-error.js';
 import { decodeGrpcMessage, grpcTimeout } from './grpc-framing.js';
 import { type GrpcServerHandle, startGrpcServer } from './grpc-server.js';
 import { H2GrpcClient, type H2GrpcClientTuning } from './h2-grpc-client.js';
@@ -33,7 +33,7 @@ import { inboundPolicyService } from './inbound-service.js';
 import type { GrpcServiceDefinition, MessageCodec } from './service-definition.js';
 import type { StreamHandlers } from './stream-handlers.js';
 import { defaultServer, grpcServer, richHttpServer } from './test-fixtures.js';
-import { FakeCell, makeTestPki } from './test-helpers.js';
+import { FakeCell, makeTestPki, rejection } from './test-helpers.js';
 import type { WireResult } from './wire-result.js';
 
 // === helpers ===
@@ -49,16 +49,6 @@ async function waitFor(cond: () => boolean, what: string, timeoutMs = 5000): Pro
     if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 5));
   }
-}
-
-async function rejection(p: Promise<unknown>): Promise<GrpcError> {
-  try {
-    await p;
-  } catch (e) {
-    assert.ok(e instanceof GrpcError, `not a GrpcError: ${String(e)}`);
-    return e;
-  }
-  return assert.fail('expected a rejection');
 }
 
 /** Collects a stream: messages and how it ended. */

@@ -1,11 +1,14 @@
 /**
  * Builders shared by this module's tests (not part of the public surface): a test PKI made with
- * the openssl CLI, and a policy cell the inbound policy service can watch.
+ * the openssl CLI, a policy cell the inbound policy service can watch, and the GrpcError a call
+ * rejects with.
  */
+import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { deepEqual, type InboundServer } from '../core/index.js';
+import { GrpcError } from './grpc-error.js';
 import type { WatchableCell } from './inbound-service.js';
 
 /** A latest-value cell like the index's PolicyCell: publishes only real changes. */
@@ -69,4 +72,15 @@ export function makeTestPki<N extends string>(dir: string, leaves: Readonly<Reco
     out[name] = { certPem: read(`${name}.crt`), keyPem: read(`${name}.key`) };
   }
   return { caPem: read('ca.crt'), leaves: out };
+}
+
+/** The GrpcError `p` rejects with; fails the test when it resolves or rejects with anything else. */
+export async function rejection(p: Promise<unknown>): Promise<GrpcError> {
+  try {
+    await p;
+  } catch (e) {
+    assert.ok(e instanceof GrpcError, `not a GrpcError: ${String(e)}`);
+    return e;
+  }
+  return assert.fail('expected a rejection');
 }
