@@ -49,6 +49,30 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+/** Reads a streamed response body as text: up to some text, or to its end. */
+function bodyReader(res: Response): { readUntil(want: string): Promise<void>; readToEnd(): Promise<void>; text(): string } {
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  return {
+    async readUntil(want) {
+      while (!text.includes(want)) {
+        const { value, done } = await reader.read();
+        if (done) throw new Error(`stream ended before ${want}: ${text}`);
+        text += decoder.decode(value, { stream: true });
+      }
+    },
+    async readToEnd() {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) return;
+        text += decoder.decode(value, { stream: true });
+      }
+    },
+    text: () => text,
+  };
+}
+
 describe('the local API', () => {
   it('serves the status', async () => {
     const res = await call(`${base}/status`);
@@ -65,52 +89,30 @@ describe('the local API', () => {
   it('follows a log until the client goes', async () => {
     const abort = new AbortController();
     const res = await call(`${base}/logs/demo/web-0?tail=1&follow=1`, { signal: abort.signal });
-    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-    let text = '';
-    const decoder = new TextDecoder();
-    const readUntil = async (want: string) => {
-      while (!text.includes(want)) {
-        const { value, done } = await reader.read();
-        if (done) throw new Error(`stream ended before ${want}: ${text}`);
-        text += decoder.decode(value, { stream: true });
-      }
-    };
-    await readUntil('line 5\n');
+    const body = bodyReader(res);
+    await body.readUntil('line 5\n');
     log.write('line 6');
-    await readUntil('line 6\n');
-    assert.equal(text, 'line 5\nline 6\n');
+    await body.readUntil('line 6\n');
+    assert.equal(body.text(), 'line 5\nline 6\n');
     abort.abort();
   });
 
   it('a follower goes on with the log of the recreated pod, and ends when the pod is gone', async () => {
     const res = await call(`${base}/logs/demo/web-0?tail=0&follow=1`);
-    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-    let text = '';
-    const decoder = new TextDecoder();
-    const readUntil = async (want: string) => {
-      while (!text.includes(want)) {
-        const { value, done } = await reader.read();
-        if (done) throw new Error(`stream ended before ${want}: ${text}`);
-        text += decoder.decode(value, { stream: true });
-      }
-    };
+    const body = bodyReader(res);
     await new Promise((r) => setTimeout(r, 50));
     log.write('old pod');
-    await readUntil('old pod\n');
+    await body.readUntil('old pod\n');
     // As the runtime recreates a pod: the old file closes, the new one (same path, appended) takes the followers.
     const old = log;
     await old.close();
     log = new LogFile(old.path, false);
     old.handOver(log, 'pod recreated');
     log.write('new pod');
-    await readUntil('new pod\n');
+    await body.readUntil('new pod\n');
     log.endSubscribers('pod removed from the manifests');
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      text += decoder.decode(value, { stream: true });
-    }
-    assert.equal(text, 'old pod\n--- pod recreated ---\nnew pod\n--- pod removed from the manifests ---\n');
+    await body.readToEnd();
+    assert.equal(body.text(), 'old pod\n--- pod recreated ---\nnew pod\n--- pod removed from the manifests ---\n');
   });
 
   it('a follower that does not keep up loses lines, and is told how many', async () => {
