@@ -83,8 +83,9 @@ describe('Supervised', () => {
     const script = [
       "const { spawn } = require('node:child_process');",
       "const g = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });",
-      "console.log('grandchild ' + g.pid);",
+      // The handler goes in before the line the test waits for: the test sends SIGTERM as soon as it reads it.
       "process.on('SIGTERM', () => console.log('ignoring SIGTERM'));",
+      "console.log('grandchild ' + g.pid);",
       'setInterval(() => {}, 1000);',
     ].join('\n');
     const s = supervise('stubborn', script);
