@@ -1,5 +1,5 @@
 /**
- * Benchmark runner: `npm run bench -- <decide|detect|index|propagation|certify|mesh|metrics|all> [--json]`.
+ * Benchmark runner: `npm run bench -- <decide|detect|index|propagation|certify|mesh|metrics|relay|all> [--json]`.
  *
  * Prints a table per suite, or with `--json` exactly one JSON object per suite and line:
  * `{"suite": "...", "results": [{"name", "nsPerOp", "opsPerSec", ...extra}]}`. Progress and
@@ -13,6 +13,7 @@ import { runIndexSuite } from './index.js';
 import { runMeshSuite } from './mesh.js';
 import { runMetricsSuite } from './metrics.js';
 import { runPropagationSuite } from './propagation.js';
+import { runRelaySuite } from './relay.js';
 
 const SUITES: readonly Suite[] = [
   { name: 'decide', run: runDecideSuite },
@@ -22,6 +23,7 @@ const SUITES: readonly Suite[] = [
   { name: 'certify', run: runCertifySuite },
   { name: 'mesh', run: runMeshSuite },
   { name: 'metrics', run: runMetricsSuite },
+  { name: 'relay', run: runRelaySuite },
 ];
 
 const USAGE = `usage: npm run bench -- <${[...SUITES.map((s) => s.name), 'all'].join('|')}> [--json]`;
