@@ -11,21 +11,20 @@
  * (policy, headers, the upstream request and both bodies' relay). Each case alternates direct
  * and proxied blocks and reports the median of the blocks' differences.
  */
-import { once } from 'node:events';
-import { Agent, createServer as createHttp1Server, request as httpRequest } from 'node:http';
-import { connect as connectHttp2, createServer as createHttp2Server } from 'node:http2';
+import { createServer as createHttp1Server } from 'node:http';
+import { createServer as createHttp2Server } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { ALL_NETWORKS, type CompiledServer, compileServer, type InboundServer } from '../src/core/index.js';
 import { InboundProxy } from '../src/proxy/index.js';
 import { installLeanAsyncBind, silentLogger } from '../src/shared/index.js';
 import { type BenchResult, median } from './harness.js';
+import { grpcClient, http1Client, type LoadClient } from './mesh-load.js';
 
 const HOST = '127.0.0.1';
 const BLOCKS = 7;
 const PER_BLOCK = 2000;
 const WARMUP = 2000;
-const GRPC_PATH = '/bench.Echo/Ping';
-/** A gRPC length-prefixed message: uncompressed, 4-byte length, 4 bytes of payload. */
+/** The application's gRPC reply: uncompressed, 4-byte length, 4 bytes of payload. */
 const GRPC_MESSAGE = Buffer.from([0, 0, 0, 0, 4, 0x0a, 0x02, 0x68, 0x69]);
 const noop = (): void => {};
 
@@ -55,57 +54,15 @@ function openServer(): CompiledServer {
   return compileServer(server);
 }
 
-interface Client {
-  request(): Promise<void>;
-  close(): void;
-}
-
-function http1Client(port: number): Client {
-  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-  return {
-    request: () =>
-      new Promise<void>((resolve, reject) => {
-        const req = httpRequest({ host: HOST, port, path: '/ping', agent }, (res) => {
-          res.on('data', noop);
-          res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`HTTP ${res.statusCode ?? 0}`))));
-        });
-        req.on('error', reject);
-        req.end();
-      }),
-    close: () => agent.destroy(),
-  };
-}
-
-async function grpcClient(port: number): Promise<Client> {
-  const session = connectHttp2(`http://${HOST}:${port}`);
-  session.on('error', noop);
-  await once(session, 'connect');
-  return {
-    request: () =>
-      new Promise<void>((resolve, reject) => {
-        const stream = session.request({ ':method': 'POST', ':path': GRPC_PATH, 'content-type': 'application/grpc', te: 'trailers' });
-        let status: string | undefined;
-        stream.on('trailers', (t) => {
-          status = String(t['grpc-status']);
-        });
-        stream.on('data', noop);
-        stream.on('error', reject);
-        stream.on('close', () => (status === '0' ? resolve() : reject(new Error(`grpc-status ${status ?? 'none'}, rst ${stream.rstCode}`))));
-        stream.end(GRPC_MESSAGE);
-      }),
-    close: () => session.destroy(),
-  };
-}
-
 /** CPU microseconds per request over `n` sequential requests. */
-async function cpuPerRequest(c: Client, n: number): Promise<number> {
+async function cpuPerRequest(c: LoadClient, n: number): Promise<number> {
   const before = process.cpuUsage();
   for (let i = 0; i < n; i++) await c.request();
   const used = process.cpuUsage(before);
   return (used.user + used.system) / n;
 }
 
-async function measure(name: string, direct: Client, proxied: Client): Promise<BenchResult> {
+async function measure(name: string, direct: LoadClient, proxied: LoadClient): Promise<BenchResult> {
   await cpuPerRequest(direct, WARMUP);
   await cpuPerRequest(proxied, WARMUP);
   const added: number[] = [];
@@ -130,7 +87,8 @@ async function measure(name: string, direct: Client, proxied: Client): Promise<B
 
 /** Runs the suite. */
 export async function runRelaySuite(): Promise<BenchResult[]> {
-  // As in the proxy process (`ward proxy` installs it): node's own bind costs ~10 µs per HTTP/2 request.
+  // As in the proxy process (`ward proxy` installs it; so does grpcClient): node's own bind costs
+  // ~10 µs per HTTP/2 request.
   installLeanAsyncBind();
   const app1 = createHttp1Server({ keepAliveTimeout: 60_000 }, (req, res) => {
     req.resume();
@@ -169,13 +127,13 @@ export async function runRelaySuite(): Promise<BenchResult[]> {
 
   const results: BenchResult[] = [];
   try {
-    const h1Direct = http1Client(app1Port);
-    const h1Proxied = http1Client(h1Port);
+    const h1Direct = http1Client({ kind: 'direct', host: HOST, port: app1Port }, 1);
+    const h1Proxied = http1Client({ kind: 'direct', host: HOST, port: h1Port }, 1);
     results.push(await measure('inbound/http1/relay', h1Direct, h1Proxied));
     h1Direct.close();
     h1Proxied.close();
-    const gDirect = await grpcClient(app2Port);
-    const gProxied = await grpcClient(h2Port);
+    const gDirect = await grpcClient({ kind: 'direct', host: HOST, port: app2Port });
+    const gProxied = await grpcClient({ kind: 'direct', host: HOST, port: h2Port });
     results.push(await measure('inbound/grpc/relay', gDirect, gProxied));
     gDirect.close();
     gProxied.close();
