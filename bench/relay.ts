@@ -1,7 +1,8 @@
 /**
  * Suite `relay`: the CPU the inbound proxy spends relaying one request, measured in one process
  * so that other processes' scheduling stays out of it (the mesh suite's per-process CPU at a
- * fixed rate moves by ±15 % between rounds on a shared machine, which hides a 5 % change).
+ * fixed rate moves by ±15 % between rounds on a shared machine, which hides a 5-10 % change;
+ * this suite's runs mostly agree within ~7 %).
  *
  * A client, the application (HTTP/1 and HTTP/2 servers) and an `InboundProxy` in local mode
  * (plaintext, a policy admitting anyone on one route) share this process. The client sends
