@@ -294,6 +294,8 @@ export class InboundProxy {
   #state: 'new' | 'starting' | 'started' | 'closed' = 'new';
   #closing: Promise<void> | undefined;
   readonly #drainWaiters: (() => void)[] = [];
+  /** Connections waiting for `discover` (transparent mode). */
+  #discovering = 0;
 
   /** Validates the options; nothing is bound before `start()`. Throws RangeError for a bad timeout, port or HTTP setting. */
   constructor(opts: InboundProxyOptions) {
@@ -384,7 +386,17 @@ export class InboundProxy {
 
   /** Counters and gauges (see {@link InboundStats}). */
   stats(): InboundStats {
-    return this.#counter.snapshot({ open: this.#conns.size, forwarding: this.#tracker.size, policySubscriptions: this.#tracker.subscriptions });
+    return this.#counter.snapshot({
+      open: this.#conns.size,
+      forwarding: this.#tracker.size,
+      policySubscriptions: this.#tracker.subscriptions,
+      discovering: this.#discovering,
+    });
+  }
+
+  /** Connections waiting now for the policy of a port nobody declared (see {@link InboundStats.discovering}). */
+  get discovering(): number {
+    return this.#discovering;
   }
 
   /**
@@ -528,8 +540,10 @@ export class InboundProxy {
       this.#fail(conn, 'proxy port');
       return;
     }
+    this.#discovering++;
     void discover.call(this.#policies, conn.port).then(
       (discovered) => {
+        this.#discovering--;
         if (!this.#isLive(conn)) {
           this.#destroy(conn);
           return;
@@ -538,6 +552,7 @@ export class InboundProxy {
         then(discovered);
       },
       (e: unknown) => {
+        this.#discovering--;
         if (!this.#isLive(conn)) {
           this.#destroy(conn);
           return;

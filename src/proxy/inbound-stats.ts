@@ -87,6 +87,8 @@ export interface InboundStats {
   readonly forwarding: number;
   /** Ports with a policy subscription (one per port with forwarded connections). */
   readonly policySubscriptions: number;
+  /** Connections waiting for the policy of a port nobody declared (transparent mode's lazy discovery). */
+  readonly discovering: number;
   /** `inbound_tcp_authz_allow_total`. */
   readonly tcpAuthzAllow: number;
   /** `inbound_tcp_authz_deny_total`. */
@@ -222,7 +224,7 @@ export class InboundStatsCounter {
   }
 
   /** A snapshot with the given gauges. */
-  snapshot(gauges: { readonly open: number; readonly forwarding: number; readonly policySubscriptions: number }): InboundStats {
+  snapshot(gauges: { readonly open: number; readonly forwarding: number; readonly policySubscriptions: number; readonly discovering: number }): InboundStats {
     return {
       accepted: this.accepted,
       ...gauges,

@@ -496,19 +496,27 @@ export function observe(cell: HistogramCell, value: number): void {
   cell.count++;
 }
 
+/**
+ * Registers a family of one unlabelled sample, read at scrape time (`undefined`: no sample), for
+ * values another component keeps anyway: nothing is done per event.
+ */
+export function registerReadFamily(registry: MetricsRegistry, name: string, help: string, read: () => number | undefined, type: MetricType = 'gauge'): void {
+  registry.register({
+    name,
+    help,
+    type,
+    samples(out) {
+      const v = read();
+      if (v !== undefined) out.push(`${name} ${renderValue(v)}\n`);
+    },
+  });
+}
+
 /** The upstream proxy's `process_*` families (Linux reads /proc; elsewhere CPU, memory and start time only). */
 function registerProcessMetrics(registry: MetricsRegistry): void {
   const startSeconds = Math.round((Date.now() - process.uptime() * 1000) / 1000);
   const gauge = (name: string, help: string, read: () => number | undefined, type: MetricType = 'gauge') =>
-    registry.register({
-      name,
-      help,
-      type,
-      samples(out) {
-        const v = read();
-        if (v !== undefined) out.push(`${name} ${renderValue(v)}\n`);
-      },
-    });
+    registerReadFamily(registry, name, help, read, type);
   gauge(
     'process_cpu_seconds_total',
     'Total user and system CPU time spent in seconds.',

@@ -180,6 +180,11 @@ export class PolicyWatcher {
     return [...this.#ports.keys()];
   }
 
+  /** How many lazily discovered ports are watched (`discoveredPorts.length`, without the copy). */
+  get discoveredCount(): number {
+    return this.#discovered;
+  }
+
   /** The lazily discovered ports being watched, in the order they were discovered. */
   get discoveredPorts(): number[] {
     const out: number[] = [];

@@ -332,6 +332,7 @@ describe('startProxy in transparent mode (scripted original destinations)', () =
     outage = false;
     setPolicy(8080, httpServer([CLIENT_ID]));
     setPolicy(4191, adminPolicy);
+    const registry = new MetricsRegistry();
     transparent = await startProxy({
       ...podIdentity(),
       // The pod's configured address; the mesh listener (where every port arrives) is on POD_IP.
@@ -340,7 +341,7 @@ describe('startProxy in transparent mode (scripted original destinations)', () =
       inbound: [{ podPort: 8080, listenPort: 0, appPort: (httpApp.address() as AddressInfo).port }],
       mesh: { host: POD_IP, port: 0 },
       admin: { host: HOST, port: 0 },
-      registry: new MetricsRegistry(),
+      registry,
       transparent: true,
       originalDstReader: reader,
       policyBackoff: { minMs: 10, maxMs: 100, jitter: 0 },
@@ -374,13 +375,19 @@ describe('startProxy in transparent mode (scripted original destinations)', () =
     podAddress = POD_IP;
 
     // A port the controller has nothing for: closed after the bound, the proxy stays ready.
+    // Meanwhile the wait shows in /metrics.
     const unknown = 7999;
     const startedAt = Date.now();
     redirect = unknown;
-    assert.equal((await get(meshPort, '/unknown', FROM, POD_IP)).status, 'closed');
+    const waiting = get(meshPort, '/unknown', FROM, POD_IP);
+    await waitFor(() => registry.render().includes('\ninbound_policy_discovery_waiting_connections 1\n'), 'the waiting connection in /metrics', WAIT_MS);
+    assert.equal((await waiting).status, 'closed');
     assert.ok(Date.now() - startedAt >= DISCOVERY_MS - 20, 'closed only after the discovery bound');
     assert.equal(transparent.isReady(), true);
     redirect = undefined;
+    const metrics = (await get(transparent.ports.admin, '/metrics')).body;
+    assert.match(metrics, /\ninbound_policy_discovery_waiting_connections 0\n/);
+    assert.match(metrics, /\ninbound_policy_discovered_ports 3\n/, 'the undeclared, loopback-only and unknown ports');
 
     const res = await get(transparent.ports.admin, '/debug/policies');
     assert.equal(res.status, 200);

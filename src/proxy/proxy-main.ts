@@ -40,7 +40,7 @@ import { Backoff, type BackoffOptions, errorMessage, type Logger, MeshError, sil
 import { ADMIN_POLICY_PORT, AdminServer } from './admin-server.js';
 import { type ProxyIdentity, startProxyIdentity } from './identity-bootstrap.js';
 import { InboundProxy } from './inbound-proxy.js';
-import { MetricsRegistry } from './metric-cells.js';
+import { MetricsRegistry, registerReadFamily } from './metric-cells.js';
 import { registerIdentityMetrics } from './metrics-identity.js';
 import { InboundMetrics } from './metrics-inbound.js';
 import { OutboundMetrics } from './metrics-outbound.js';
@@ -358,6 +358,23 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
     isProxyPort: (port) =>
       port === bound?.admin || port === opts.admin.port || (opts.outbound !== undefined && (port === bound?.outbound || port === opts.outbound.listen.port)),
   });
+
+  if (originalDst !== undefined) {
+    // Lazy discovery at a glance: how many undeclared ports are watched (against
+    // --inbound-discovery-max-ports) and how many connections wait for a port's first policy.
+    registerReadFamily(
+      registry,
+      'inbound_policy_discovered_ports',
+      'Undeclared inbound ports whose policy is watched, discovered on their first connection.',
+      () => watcher.discoveredCount,
+    );
+    registerReadFamily(
+      registry,
+      'inbound_policy_discovery_waiting_connections',
+      'Connections waiting for the policy of an undeclared inbound port.',
+      () => inbound.discovering,
+    );
+  }
 
   let bound: ProxyBoundPorts | undefined;
   const debugPolicies = (): ProxyDebugPolicies => {
