@@ -21,7 +21,7 @@ import { InboundPolicyClient } from './inbound-client.js';
 import { inboundPolicyService } from './inbound-service.js';
 import { serverToProtoJson } from './proto-json.js';
 import { defaultServer, grpcServer, meshIdentities, richHttpServer } from './test-fixtures.js';
-import { FakeCell, makeTestPki, rejection } from './test-helpers.js';
+import { FakeCell, makeTestPki, rejection, waitFor } from './test-helpers.js';
 import type { WireResult } from './wire-result.js';
 
 // === fakes ===
@@ -48,14 +48,6 @@ class FakeDiscovery {
 }
 
 // === helpers ===
-
-async function waitFor(cond: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
 
 /** Collects a watch: values (or invalid messages) and how it ended. */
 function collect<T>() {

@@ -33,7 +33,7 @@ import { inboundPolicyService } from './inbound-service.js';
 import type { GrpcServiceDefinition, MessageCodec } from './service-definition.js';
 import type { StreamHandlers } from './stream-handlers.js';
 import { defaultServer, grpcServer, richHttpServer } from './test-fixtures.js';
-import { FakeCell, makeTestPki, rejection } from './test-helpers.js';
+import { FakeCell, makeTestPki, rejection, waitFor } from './test-helpers.js';
 import type { WireResult } from './wire-result.js';
 
 // === helpers ===
@@ -42,14 +42,6 @@ const cleanups: (() => unknown)[] = [];
 after(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
-
-async function waitFor(cond: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
 
 /** Collects a stream: messages and how it ended. */
 function collect<T>() {

@@ -1,7 +1,7 @@
 /**
  * Builders shared by this module's tests (not part of the public surface): a test PKI made with
- * the openssl CLI, a policy cell the inbound policy service can watch, and the GrpcError a call
- * rejects with.
+ * the openssl CLI, a policy cell the inbound policy service can watch, a polling wait, and the
+ * GrpcError a call rejects with.
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -29,6 +29,15 @@ export class FakeCell implements WatchableCell {
     if (deepEqual(next, this.value)) return;
     this.value = next;
     for (const l of this.listeners) l(next);
+  }
+}
+
+/** Polls `cond` every 5 ms; fails the test with `what` after `timeoutMs`. */
+export async function waitFor(cond: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
   }
 }
 
