@@ -14,6 +14,7 @@ import {
   type IncomingHttpStatusHeader,
   type ServerHttp2Stream,
 } from 'node:http2';
+import { RESPOND_WITH_TRAILERS, RESPOND_WITHOUT_BODY } from './h2-stream-options.js';
 import { filterHttp2Response, pairsOf } from './inbound-http-headers.js';
 
 const { NGHTTP2_CANCEL, NGHTTP2_INTERNAL_ERROR, NGHTTP2_NO_ERROR } = h2constants;
@@ -63,7 +64,7 @@ export function relayHttp2(stream: ServerHttp2Stream, up: ClientHttp2Stream, end
     if (stream.destroyed || stream.closed) return;
     const headersOnly = (responseFlags & END_STREAM) !== 0;
     try {
-      stream.respond(filterHttp2Response(h), headersOnly ? { endStream: true } : { waitForTrailers: true });
+      stream.respond(filterHttp2Response(h), headersOnly ? RESPOND_WITHOUT_BODY : RESPOND_WITH_TRAILERS);
     } catch (e) {
       // Headers node refuses to relay (e.g. an invalid value): a bad gateway.
       up.close(NGHTTP2_CANCEL);

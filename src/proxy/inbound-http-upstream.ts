@@ -11,6 +11,7 @@
 import { Agent, type ClientRequest, type OutgoingHttpHeaders, request } from 'node:http';
 import { type ClientHttp2Session, type ClientHttp2Stream, connect as connectHttp2 } from 'node:http2';
 import { connect as connectTcp } from 'node:net';
+import { requestOptions } from './h2-stream-options.js';
 
 /** Settings of an {@link AppUpstream}. */
 export interface AppUpstreamOptions {
@@ -54,13 +55,13 @@ export class AppUpstream {
     const key = `${host}|${port}`;
     const session = this.#session(key, host, port);
     try {
-      return session.request(headers, { endStream });
+      return session.request(headers, requestOptions(endStream));
     } catch (e) {
       // The session went away between uses (closed, GOAWAY, stream ids used up): one retry on a
       // new one. Anything else (an invalid header) is the request's fault, not the session's.
       if (!isSessionGone(e)) throw e;
       this.#drop(key, session);
-      return this.#session(key, host, port).request(headers, { endStream });
+      return this.#session(key, host, port).request(headers, requestOptions(endStream));
     }
   }
 

@@ -81,6 +81,7 @@ import {
   type TlsState,
 } from '../core/index.js';
 import { errorMessage, type Logger, silentLogger } from '../shared/index.js';
+import { RESPOND_WITHOUT_BODY } from './h2-stream-options.js';
 import { relayHttp1Body, relayHttp2 } from './http-relay.js';
 import {
   filterHttp1Request,
@@ -754,7 +755,7 @@ export class InboundHttp {
       h[L5D_PROXY_ERROR] = safeHeaderValue(reason);
       if (grpc) h['grpc-message'] = grpcMessage(reason);
     }
-    stream.respond(h, { endStream: true });
+    stream.respond(h, RESPOND_WITHOUT_BODY);
     if (!stream.readableEnded) stream.resume();
   }
 

@@ -64,6 +64,7 @@ import type { DestinationEndpoint } from '../api/index.js';
 import { DETECT_TIMEOUT_MS } from '../core/index.js';
 import { errorMessage, type Logger, MeshError, silentLogger } from '../shared/index.js';
 import { detectHttp, HTTP1_MAX_REQUEST_LINE_BYTES } from './detect-http.js';
+import { RESPOND_WITH_BODY, RESPOND_WITHOUT_BODY, requestOptions } from './h2-stream-options.js';
 import { relayHttp1Body, relayHttp2 } from './http-relay.js';
 import { pipeBoth } from './inbound-forward.js';
 import { filterHttp1Response, grpcMessage, L5D_PROXY_ERROR, safeHeaderValue } from './inbound-http-headers.js';
@@ -805,7 +806,7 @@ export class OutboundProxy {
     if (stream.destroyed || stream.closed) return;
     let up: ClientHttp2Stream;
     try {
-      up = session.request(headers, { endStream });
+      up = session.request(headers, requestOptions(endStream));
     } catch (e) {
       this.#reply2(stream, grpc, { status: 502, reason: 'endpoint failed', detail: errorMessage(e) }, GRPC_UNAVAILABLE, ex);
       return;
@@ -856,9 +857,9 @@ export class OutboundProxy {
       : { ':status': f.status, 'content-type': 'text/plain; charset=utf-8' };
     h[L5D_PROXY_ERROR] = safeHeaderValue(f.detail);
     if (grpc) {
-      stream.respond(h, { endStream: true });
+      stream.respond(h, RESPOND_WITHOUT_BODY);
     } else {
-      stream.respond(h);
+      stream.respond(h, RESPOND_WITH_BODY);
       stream.end(`${f.detail}\n`);
     }
     if (!stream.readableEnded) stream.resume();
