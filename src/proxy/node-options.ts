@@ -1,13 +1,24 @@
 /**
- * How a sidecar's node process should be started. V8's young generation grows up to 16 MB per
- * semi-space under a proxy's allocation rate, and every scavenge copies what is alive in it —
- * for HTTP/2 relaying, the streams of the last few hundred milliseconds, which node's native
- * handles keep reachable until a scavenge after they closed. Measured on the gRPC relay at
- * 1,000 requests/s (inbound proxy, `--trace-gc`): with the default, a scavenge every ~330 ms
- * pausing 3.8 ms at the median and 5.6–8.8 ms at p90 (every request arriving meanwhile waits);
- * with 2 MB semi-spaces, one every ~40 ms pausing 0.9 ms (p90 1.3 ms) for about the same total
- * GC time, and some 30 MB less resident memory under load. These are process options (V8 reads
- * them when the heap is set up), so launchers pass them: `ward up` does, and a pod spec should
- * run `node --max-semi-space-size=2 …/bin/ward.js proxy …`.
+ * How a sidecar's node process should be started. These are process options (V8 reads them when
+ * the heap is set up), so launchers pass them: `ward up` does, the bench does, and a pod spec
+ * should run `node --max-semi-space-size=2 --max-old-space-size=512 …/bin/ward.js proxy …`.
+ *
+ * `--max-semi-space-size=2`: V8's young generation grows up to 16 MB per semi-space under a
+ * proxy's allocation rate, and every scavenge copies what is alive in it — for HTTP/2 relaying,
+ * the streams of the last few hundred milliseconds. Measured on the gRPC relay at 1,000
+ * requests/s (inbound proxy, `--trace-gc`): with the default, a scavenge every ~330 ms pausing
+ * 3.8 ms at the median and 5.6–8.8 ms at p90 (every request arriving meanwhile waits); with 2 MB
+ * semi-spaces, one every ~40 ms pausing 0.9 ms (p90 1.3 ms) for about the same total GC time.
+ *
+ * `--max-old-space-size=512`: node:http2 hands every header value to JavaScript as an external
+ * string that owns nghttp2's buffer, and V8 puts external strings in the old generation: at
+ * 1,000 gRPC requests/s the inbound proxy's old generation gains ~0.3 MB/s of dead strings
+ * whose buffers (outside the heap, and not counted by V8) go back to malloc only when a
+ * mark-compact finalizes them. With node's default limit on a large machine (~4 GB, growing
+ * the old generation fourfold between mark-compacts) the first one came after 80 s at 32 MB of
+ * heap, pausing 133 ms, and RSS had climbed to 134 MB and stayed at ~123 MB. With a 512 MB
+ * limit V8 grows it less: the first came after 19 s at 16.5 MB (49 ms), then one every ~9 s
+ * (12–21 ms, as the default settles to as well), and RSS stayed at 86 MB. The proxy's live heap
+ * is ~10 MB, so 512 MB is far from a limit it could reach.
  */
-export const PROXY_NODE_OPTIONS: readonly string[] = Object.freeze(['--max-semi-space-size=2']);
+export const PROXY_NODE_OPTIONS: readonly string[] = Object.freeze(['--max-semi-space-size=2', '--max-old-space-size=512']);
