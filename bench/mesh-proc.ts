@@ -5,11 +5,12 @@
  * memory (`VmRSS` of `/proc/PID/status`) and CPU time (`utime + stime` of `/proc/PID/stat`, in
  * clock ticks). A {@link ProcessProbe} samples RSS every {@link RSS_SAMPLE_MS} during a window
  * and reports each process's peak RSS and its CPU time over the window's wall time
- * (`cpuPct` = CPU time / wall time × 100; 100 = one core busy), and the machine's busy CPU
- * (`/proc/stat`) over the same window.
+ * (`cpuPct` = CPU time / wall time × 100; 100 = one core busy), what all other processes used
+ * over the same window (kernel threads included), and the CPU time the hypervisor took from
+ * this machine (`steal` of `/proc/stat`).
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { closeSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { connect as netConnect } from 'node:net';
 import { performance } from 'node:perf_hooks';
 
@@ -47,12 +48,36 @@ export function cpuSeconds(pid: number): number {
   }
 }
 
-/** CPU seconds all cores of the machine spent busy so far (`/proc/stat`: all but idle and iowait). */
-export function machineBusySeconds(): number {
+/**
+ * CPU seconds used so far by every process but `exclude`, by pid. Summing the processes rather
+ * than reading the machine's busy time from `/proc/stat` keeps out what is no process's: the
+ * softirq time of the bench's own loopback traffic, and on a virtual machine the ticks its
+ * accounting adds under load (here the machine's busy time exceeded the processes' sum by half
+ * a core during a run whose other processes used under 2 %).
+ */
+export function otherProcessesCpuSeconds(exclude: ReadonlySet<number>): Map<number, number> {
+  const out = new Map<number, number>();
+  let entries: string[];
   try {
-    const cpu = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]?.trim().split(/\s+/).slice(1).map(Number) ?? [];
-    const total = cpu.slice(0, 8).reduce((a, b) => a + b, 0);
-    return (total - (cpu[3] ?? 0) - (cpu[4] ?? 0)) / CLK_TCK;
+    entries = readdirSync('/proc');
+  } catch {
+    return out;
+  }
+  for (const e of entries) {
+    const pid = Number(e);
+    if (!Number.isInteger(pid) || exclude.has(pid)) continue;
+    const s = cpuSeconds(pid);
+    if (!Number.isNaN(s)) out.set(pid, s);
+  }
+  return out;
+}
+
+/** CPU seconds the hypervisor took from this machine's cores so far (`steal` of `/proc/stat`), NaN when unknown. */
+export function machineStealSeconds(): number {
+  try {
+    const cpu = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]?.trim().split(/\s+/) ?? [];
+    const steal = Number(cpu[8]);
+    return Number.isFinite(steal) ? steal / CLK_TCK : Number.NaN;
   } catch {
     return Number.NaN;
   }
@@ -71,12 +96,14 @@ export interface ProcessUsage {
 export class ProcessProbe {
   readonly #pids: readonly number[];
   #cpu0: number[] = [];
-  #machine0 = 0;
+  #others0 = new Map<number, number>();
+  #steal0 = 0;
   #t0 = 0;
   #peak: number[] = [];
   #timer: NodeJS.Timeout | undefined;
   #usage: Map<number, ProcessUsage> | undefined;
-  #machineCpuPct = Number.NaN;
+  #otherCpuPct = Number.NaN;
+  #stealPct = Number.NaN;
 
   constructor(pids: readonly number[]) {
     this.#pids = pids;
@@ -85,7 +112,8 @@ export class ProcessProbe {
   /** Opens the window: CPU baselines now, RSS sampling from now on. */
   start(): void {
     this.#t0 = performance.now();
-    this.#machine0 = machineBusySeconds();
+    this.#others0 = otherProcessesCpuSeconds(new Set(this.#pids));
+    this.#steal0 = machineStealSeconds();
     this.#cpu0 = this.#pids.map(cpuSeconds);
     this.#peak = this.#pids.map(rssMb);
     this.#timer = setInterval(() => this.#sample(), RSS_SAMPLE_MS);
@@ -97,7 +125,11 @@ export class ProcessProbe {
     clearInterval(this.#timer);
     this.#sample();
     const wallSeconds = (performance.now() - this.#t0) / 1000;
-    this.#machineCpuPct = ((machineBusySeconds() - this.#machine0) / wallSeconds) * 100;
+    let other = 0;
+    // A process that started during the window counts whole; one that ended is gone from the sum.
+    for (const [pid, seconds] of otherProcessesCpuSeconds(new Set(this.#pids))) other += seconds - (this.#others0.get(pid) ?? 0);
+    this.#otherCpuPct = (other / wallSeconds) * 100;
+    this.#stealPct = ((machineStealSeconds() - this.#steal0) / wallSeconds) * 100;
     this.#usage = new Map(
       this.#pids.map((pid, i) => [pid, { peakRssMb: this.#peak[i] as number, cpuPct: ((cpuSeconds(pid) - (this.#cpu0[i] as number)) / wallSeconds) * 100 }]),
     );
@@ -115,9 +147,14 @@ export class ProcessProbe {
     return this.#pids.reduce((sum, pid) => sum + this.usage(pid).cpuPct, 0);
   }
 
-  /** The whole machine's busy CPU over the window, percent of one core (2 cores busy = 200). */
-  machineCpuPct(): number {
-    return this.#machineCpuPct;
+  /** What all processes but the probed ones used over the window, percent of one core. */
+  otherCpuPct(): number {
+    return this.#otherCpuPct;
+  }
+
+  /** CPU the hypervisor took from this machine over the window, percent of one core. */
+  stealPct(): number {
+    return this.#stealPct;
   }
 
   #sample(): void {

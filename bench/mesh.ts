@@ -20,7 +20,9 @@
  * proxies' peak RSS), `cpuPct` (sum of both proxies' CPU time / wall time × 100), and each
  * proxy's own (`outbound*`, `inbound*`). `appCpuPct` and `loadCpuPct` show the apps' and the
  * generator's share of the machine, `otherCpuPct` what processes outside the bench used during
- * the window (more than a little means a disturbed measurement; the bench warns).
+ * the window, and `stealPct` what the hypervisor took from this virtual machine's cores (the
+ * highest over the runs; more than a little of either means a disturbed measurement, and the
+ * bench warns).
  * `<path>/idle/<outbound|inbound>` rows give each proxy's RSS once it has sat idle for
  * {@link IDLE_SETTLE_MS} after it was ready, before any load (ward's against the 60 MB target):
  * V8's memory reducer compacts the heap of a process that stopped allocating some 8–10 s after
@@ -83,6 +85,8 @@ const START_RSS_MS = 1000;
 const PROTOCOLS: readonly Protocol[] = ['http1', 'grpc', 'tcp'];
 /** Above this much CPU used outside the bench during a run (percent of one core), the bench warns. */
 const OTHER_CPU_WARN_PCT = 10;
+/** Above this much CPU taken by the hypervisor during a run (percent of one core), the bench warns. */
+const STEAL_WARN_PCT = 5;
 
 type PathName = 'direct' | 'ward' | 'nginx';
 type LoadName = `${typeof RATE_PER_SEC}rps` | 'max';
@@ -105,6 +109,8 @@ interface Run {
   readonly generator: ProcessUsage;
   /** CPU that processes outside the bench used during the window (percent of one core). */
   readonly otherCpuPct: number;
+  /** CPU the hypervisor took from the machine during the window (percent of one core). */
+  readonly stealPct: number;
 }
 
 /** The runs of one path, protocol and load: {@link FIXED_ROUNDS} interleaved rounds at the fixed rate, one saturation run. */
@@ -181,7 +187,8 @@ async function measureProtocol(protocol: Protocol, paths: readonly Path[], appsP
     proxies: path.proxyPids.map((pid) => probe.usage(pid)),
     app: probe.usage(appsPid),
     generator: probe.usage(process.pid),
-    otherCpuPct: probe.machineCpuPct() - probe.totalCpuPct(),
+    otherCpuPct: probe.otherCpuPct(),
+    stealPct: probe.stealPct(),
   });
   try {
     for (const path of paths) {
@@ -273,6 +280,7 @@ function resultOf(m: Measured, direct: Measured | undefined): BenchResult {
       1,
     ),
     otherCpuPct: round(Math.max(0, ...m.runs.map((r) => r.otherCpuPct)), 1),
+    stealPct: round(Math.max(0, ...m.runs.map((r) => r.stealPct)), 1),
     samples: m.runs.reduce((a, r) => a + r.stats.sortedMs.length, 0),
     errors: m.runs.reduce((a, r) => a + r.stats.errors, 0),
   });
@@ -414,6 +422,13 @@ export async function runMeshSuite(): Promise<BenchResult[]> {
       log(
         `mesh: WARNING: processes outside the bench used > ${OTHER_CPU_WARN_PCT} % CPU during ${busy.length} of ${runs.length} runs ` +
           `(up to ${Math.round(Math.max(...busy.map((r) => r.otherCpuPct)))} %, see otherCpuPct): those figures are disturbed`,
+      );
+    }
+    const stolen = runs.filter((r) => r.stealPct > STEAL_WARN_PCT);
+    if (stolen.length > 0) {
+      log(
+        `mesh: WARNING: the hypervisor took > ${STEAL_WARN_PCT} % CPU from this machine during ${stolen.length} of ${runs.length} runs ` +
+          `(up to ${Math.round(Math.max(...stolen.map((r) => r.stealPct)))} %, see stealPct): those figures are disturbed`,
       );
     }
     const direct = (m: Measured) => measured.find((d) => d.path === 'direct' && d.protocol === m.protocol && d.load === m.load);
