@@ -43,6 +43,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { MeshError } from '../shared/index.js';
+import { registerGcFamily } from './metrics-gc.js';
 
 /** Label values by name, in exposition order. */
 export type Labels = Readonly<Record<string, string>>;
@@ -512,7 +513,7 @@ export function registerReadFamily(registry: MetricsRegistry, name: string, help
   });
 }
 
-/** The upstream proxy's `process_*` families (Linux reads /proc; elsewhere CPU, memory and start time only). */
+/** The upstream proxy's `process_*` families (Linux reads /proc; elsewhere CPU, memory and start time only), and GC pauses. */
 function registerProcessMetrics(registry: MetricsRegistry): void {
   const startSeconds = Math.round((Date.now() - process.uptime() * 1000) / 1000);
   const gauge = (name: string, help: string, read: () => number | undefined, type: MetricType = 'gauge') =>
@@ -528,6 +529,7 @@ function registerProcessMetrics(registry: MetricsRegistry): void {
   );
   gauge('process_start_time_seconds', 'Start time of the process since unix epoch in seconds.', () => startSeconds);
   gauge('process_resident_memory_bytes', 'Resident memory size in bytes.', () => process.memoryUsage.rss());
+  registerGcFamily(registry, renderValue);
   if (process.platform !== 'linux') return;
   gauge('process_virtual_memory_bytes', 'Virtual memory size in bytes.', () => procStatusKb('VmSize'));
   gauge('process_threads', 'Number of OS threads in the process.', () => procStatusKb('Threads', 1));

@@ -1,0 +1,62 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { MetricsRegistry } from './metric-cells.js';
+import { GC_PAUSE_BUCKETS_S } from './metrics-gc.js';
+
+/** V8's `gc()`: a full GC without arguments, a scavenge with `{ type: 'minor' }`. */
+type Gc = (options?: { type: 'minor' }) => void;
+
+/** V8's `gc()` without starting node with `--expose-gc`. */
+function exposeGc(): Gc {
+  setFlagsFromString('--expose-gc');
+  return runInNewContext('gc') as Gc;
+}
+
+/** `{ count, sum, buckets }` of one kind in an exposition. */
+function kindOf(text: string, kind: string): { count: number; sum: number; buckets: number[] } {
+  const count = Number(new RegExp(`^nodejs_gc_duration_seconds_count\\{kind="${kind}"\\} (\\d+)$`, 'm').exec(text)?.[1]);
+  const sum = Number(new RegExp(`^nodejs_gc_duration_seconds_sum\\{kind="${kind}"\\} (\\S+)$`, 'm').exec(text)?.[1]);
+  const buckets = [...text.matchAll(new RegExp(`^nodejs_gc_duration_seconds_bucket\\{kind="${kind}",le="[^"]+"\\} (\\d+)$`, 'gm'))].map((m) => Number(m[1]));
+  return { count, sum, buckets };
+}
+
+/** Waits for the observer's entries (node delivers them after the GC, not during it). */
+const settle = (): Promise<void> => new Promise((r) => setTimeout(r, 50));
+
+describe('nodejs_gc_duration_seconds', () => {
+  it('counts the major and minor GCs of the process with their pauses', async () => {
+    const registry = new MetricsRegistry({ processMetrics: true });
+    const text0 = registry.render();
+    assert.match(text0, /^# TYPE nodejs_gc_duration_seconds histogram$/m);
+    const major0 = kindOf(text0, 'major');
+    const minor0 = kindOf(text0, 'minor');
+    assert.equal(major0.buckets.length, GC_PAUSE_BUCKETS_S.length + 1);
+
+    const gc = exposeGc();
+    gc();
+    gc();
+    gc({ type: 'minor' });
+    await settle();
+    const text1 = registry.render();
+    const major1 = kindOf(text1, 'major');
+    const minor1 = kindOf(text1, 'minor');
+    assert.ok(major1.count >= major0.count + 2, `major ${major0.count} -> ${major1.count}`);
+    assert.ok(minor1.count >= minor0.count + 1, `minor ${minor0.count} -> ${minor1.count}`);
+    // A pause takes some time, and a full GC of a test process well under a second.
+    assert.ok(major1.sum > major0.sum && major1.sum - major0.sum < 1, `major sum ${major0.sum} -> ${major1.sum}`);
+    // Cumulative buckets, the last (+Inf) equal to the count.
+    for (let i = 1; i < major1.buckets.length; i++) assert.ok((major1.buckets[i] as number) >= (major1.buckets[i - 1] as number));
+    assert.equal(major1.buckets.at(-1), major1.count);
+  });
+
+  it('is one count per process, whichever registry renders it', async () => {
+    const a = new MetricsRegistry({ processMetrics: true });
+    const b = new MetricsRegistry({ processMetrics: true });
+    exposeGc()();
+    await settle();
+    assert.equal(kindOf(a.render(), 'major').count, kindOf(b.render(), 'major').count);
+    assert.doesNotMatch(new MetricsRegistry().render(), /nodejs_gc_duration_seconds/);
+  });
+});
