@@ -40,6 +40,22 @@ export const SERVICE_AUTHORITY = {
 } as const;
 
 /** Where the bench apps listen (127.0.0.1). */
+/** The major (mark-compact) GCs a ward proxy made so far and their total pause, from its `/metrics`. */
+export interface MajorGcs {
+  readonly count: number;
+  readonly pauseMs: number;
+}
+
+/** Reads {@link MajorGcs} from the proxy whose admin port is `adminPort` (`nodejs_gc_duration_seconds`). */
+export async function majorGcsOf(adminPort: number): Promise<MajorGcs> {
+  const res = await fetch(`http://${HOST}:${adminPort}/metrics`, { signal: AbortSignal.timeout(5000) });
+  const text = await res.text();
+  const count = /^nodejs_gc_duration_seconds_count\{kind="major"\} (\d+)$/m.exec(text)?.[1];
+  const sum = /^nodejs_gc_duration_seconds_sum\{kind="major"\} (\S+)$/m.exec(text)?.[1];
+  if (count === undefined || sum === undefined) throw new Error(`no nodejs_gc_duration_seconds{kind="major"} on :${adminPort}/metrics (HTTP ${res.status})`);
+  return { count: Number(count), pauseMs: Number(sum) * 1000 };
+}
+
 export interface AppPorts {
   readonly http1: number;
   readonly grpc: number;
@@ -57,6 +73,8 @@ export interface WardMesh {
   readonly inbound: LoggedChild;
   /** The client proxy's forward-proxy port (127.0.0.1). */
   readonly outboundPort: number;
+  /** The admin ports (`/metrics`) of [outbound, inbound], on 127.0.0.1. */
+  readonly adminPorts: readonly [number, number];
   stop(): Promise<void>;
 }
 
@@ -243,7 +261,7 @@ export async function startWardMesh(dir: string, apps: AppPorts): Promise<WardMe
     ]);
     const outboundPorts = await proxyReady(outbound);
     if (outboundPorts.outbound === undefined) throw new Error('the client proxy reported no outbound port');
-    return { identityDir, controller, outbound, inbound, outboundPort: outboundPorts.outbound, stop };
+    return { identityDir, controller, outbound, inbound, outboundPort: outboundPorts.outbound, adminPorts: [outboundPorts.admin, inboundPorts.admin], stop };
   } catch (e) {
     await stop();
     throw e;

@@ -18,11 +18,13 @@
  * `rps`, and for proxied paths the latency added over `direct` at the same load (`addedP50Ms`,
  * `addedP99Ms`) and the pair's resources during the measured window: `rssMb` (sum of both
  * proxies' peak RSS), `cpuPct` (sum of both proxies' CPU time / wall time × 100), and each
- * proxy's own (`outbound*`, `inbound*`). `appCpuPct` and `loadCpuPct` show the apps' and the
- * generator's share of the machine, `otherCpuPct` what processes outside the bench used during
- * the window, and `stealPct` what the hypervisor took from this virtual machine's cores (the
- * highest over the runs; more than a little of either means a disturbed measurement, and the
- * bench warns).
+ * proxy's own (`outbound*`, `inbound*`). For ward, `majorGcsRounds` and `majorGcPauseMsRounds`
+ * give each round's mark-compacts in outbound/inbound and their pause (from the proxies'
+ * `nodejs_gc_duration_seconds`, warm-up included): a round with one of 10-40 ms has its p99
+ * there. `appCpuPct` and `loadCpuPct` show the apps' and the generator's share of the machine,
+ * `otherCpuPct` what processes outside the bench used during the window, and `stealPct` what the
+ * hypervisor took from this virtual machine's cores (the highest over the runs; more than a
+ * little of either means a disturbed measurement, and the bench warns).
  * `<path>/idle/<outbound|inbound>` rows give each proxy's RSS once it has sat idle for
  * {@link IDLE_SETTLE_MS} after it was ready, before any load (ward's against the 60 MB target):
  * V8's memory reducer compacts the heap of a process that stopped allocating some 8–10 s after
@@ -55,7 +57,7 @@ import {
 } from './mesh-load.js';
 import { ensureNginx, type NginxMesh, startNginxMesh } from './mesh-nginx.js';
 import { ProcessProbe, type ProcessUsage, rssMb } from './mesh-proc.js';
-import { type AppPorts, SERVICE_AUTHORITY, startWardMesh, type WardMesh } from './mesh-ward.js';
+import { type AppPorts, type MajorGcs, majorGcsOf, SERVICE_AUTHORITY, startWardMesh, type WardMesh } from './mesh-ward.js';
 
 const HOST = '127.0.0.1';
 const RATE_PER_SEC = 1000;
@@ -97,6 +99,8 @@ interface Path {
   readonly routes: Readonly<Record<Protocol, Route | undefined>>;
   /** [outbound, inbound] proxy pids; empty for direct. */
   readonly proxyPids: readonly number[];
+  /** [outbound, inbound] admin ports of ward's proxies, whose `/metrics` count their GCs. */
+  readonly adminPorts?: readonly number[];
 }
 
 /** One measured run of a path, protocol and load. */
@@ -111,6 +115,8 @@ interface Run {
   readonly otherCpuPct: number;
   /** CPU the hypervisor took from the machine during the window (percent of one core). */
   readonly stealPct: number;
+  /** ward's proxies' [outbound, inbound] mark-compacts during the run, warm-up included; empty otherwise. */
+  readonly majorGcs: readonly MajorGcs[];
 }
 
 /** The runs of one path, protocol and load: {@link FIXED_ROUNDS} interleaved rounds at the fixed rate, one saturation run. */
@@ -182,13 +188,17 @@ function clientFor(protocol: Protocol, route: Route): Promise<LoadClient> {
  */
 async function measureProtocol(protocol: Protocol, paths: readonly Path[], appsPid: number, benchPids: readonly number[]): Promise<Measured[]> {
   const clients: { path: Path; client: LoadClient }[] = [];
-  const run = (path: Path, stats: LoadStats, probe: ProcessProbe): Run => ({
+  const gcsNow = (path: Path): Promise<MajorGcs[]> => Promise.all((path.adminPorts ?? []).map(majorGcsOf));
+  const gcsSince = async (path: Path, before: readonly MajorGcs[]): Promise<MajorGcs[]> =>
+    (await gcsNow(path)).map((g, i) => ({ count: g.count - (before[i] as MajorGcs).count, pauseMs: g.pauseMs - (before[i] as MajorGcs).pauseMs }));
+  const run = (path: Path, stats: LoadStats, probe: ProcessProbe, majorGcs: readonly MajorGcs[]): Run => ({
     stats,
     proxies: path.proxyPids.map((pid) => probe.usage(pid)),
     app: probe.usage(appsPid),
     generator: probe.usage(process.pid),
     otherCpuPct: probe.otherCpuPct(),
     stealPct: probe.stealPct(),
+    majorGcs,
   });
   try {
     for (const path of paths) {
@@ -206,14 +216,18 @@ async function measureProtocol(protocol: Protocol, paths: readonly Path[], appsP
           `mesh: ${path.name}/${protocol}/${RATE_PER_SEC}rps round ${r + 1}/${FIXED_ROUNDS} (${timing.warmupMs / 1000} s warm-up + ${timing.measureMs / 1000} s) ...`,
         );
         const probe = new ProcessProbe(benchPids);
-        fixed.get(path)?.push(run(path, await runFixedRate(client, { ratePerSec: RATE_PER_SEC, ...timing, hooks: probe }), probe));
+        const gcs = await gcsNow(path);
+        const stats = await runFixedRate(client, { ratePerSec: RATE_PER_SEC, ...timing, hooks: probe });
+        fixed.get(path)?.push(run(path, stats, probe, await gcsSince(path, gcs)));
       }
     }
     const measured: Measured[] = [];
     for (const { path, client } of clients) {
       log(`mesh: ${path.name}/${protocol}/max (closed loop, ${SATURATION.concurrency} in flight, ${SATURATION.measureMs / 1000} s) ...`);
       const probe = new ProcessProbe(benchPids);
-      const max = run(path, await runClosedLoop(client, { ...SATURATION, hooks: probe }), probe);
+      const gcs = await gcsNow(path);
+      const stats = await runClosedLoop(client, { ...SATURATION, hooks: probe });
+      const max = run(path, stats, probe, await gcsSince(path, gcs));
       measured.push(
         { path: path.name, protocol, load: `${RATE_PER_SEC}rps`, runs: fixed.get(path) ?? [] },
         { path: path.name, protocol, load: 'max', runs: [max] },
@@ -264,6 +278,11 @@ function resultOf(m: Measured, direct: Measured | undefined): BenchResult {
       inboundCpuPct: round(cpu(1), 1),
     });
     if (m.runs.length > 1) out.addedP99MsRounds = addedP99.map((v) => round(v)).join(' ');
+    if (first.majorGcs.length === 2) {
+      // Per round, outbound/inbound: a mark-compact pauses every request in flight for its duration.
+      out.majorGcsRounds = m.runs.map((r) => r.majorGcs.map((g) => g.count).join('/')).join(' ');
+      out.majorGcPauseMsRounds = m.runs.map((r) => r.majorGcs.map((g) => round(g.pauseMs, 1)).join('/')).join(' ');
+    }
     if (m.path === 'ward' && m.load !== 'max') {
       out.targetMs = TARGET_ADDED_P50_MS;
       out.targetP99Ms = TARGET_ADDED_P99_MS;
@@ -387,7 +406,12 @@ export async function runMeshSuite(): Promise<BenchResult[]> {
     };
     const paths: Path[] = [
       { name: 'direct', routes: directRoutes, proxyPids: [] },
-      { name: 'ward', routes: { http1: forward('http1'), grpc: forward('grpc'), tcp: forward('tcp') }, proxyPids: [ward.outbound.pid, ward.inbound.pid] },
+      {
+        name: 'ward',
+        routes: { http1: forward('http1'), grpc: forward('grpc'), tcp: forward('tcp') },
+        proxyPids: [ward.outbound.pid, ward.inbound.pid],
+        adminPorts: ward.adminPorts,
+      },
     ];
     if (nginx !== undefined) {
       const p = nginx.ports;
