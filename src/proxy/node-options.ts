@@ -1,7 +1,8 @@
 /**
  * How a sidecar's node process should be started. These are process options (V8 reads them when
  * the heap is set up), so launchers pass them: `ward up` does, the bench does, and a pod spec
- * should run `node --max-semi-space-size=2 --max-old-space-size=512 …/bin/ward.js proxy …`.
+ * should run `node --max-semi-space-size=2 --max-old-space-size=512
+ * --no-allocation-site-pretenuring …/bin/ward.js proxy …`.
  *
  * `--max-semi-space-size=2`: V8's young generation grows up to 16 MB per semi-space under a
  * proxy's allocation rate, and every scavenge copies what is alive in it — for HTTP/2 relaying,
@@ -20,5 +21,14 @@
  * limit V8 grows it less: the first came after 19 s at 16.5 MB (49 ms), then one every ~9 s
  * (12–21 ms, as the default settles to as well), and RSS stayed at 86 MB. The proxy's live heap
  * is ~10 MB, so 512 MB is far from a limit it could reach.
+ *
+ * `--no-allocation-site-pretenuring`: V8 notes per allocation site whether its objects tend to
+ * survive scavenges and, if so, allocates the site's later objects straight in the old
+ * generation. A proxy's sites are mostly node's own (streams, emitters, HTTP/2 stream state) and
+ * shared by every connection and protocol, so a verdict formed on one traffic mix sticks to the
+ * next: after a minute of HTTP/1 load (138 pooled mesh connections), the inbound proxy's gRPC
+ * requests at 1,000/s left ~5 KiB each in the old generation, a mark-compact every ~1.7 s (3-5
+ * per 7 s round of the mesh bench, each round's p99 4-43 ms over direct); with pretenuring off,
+ * one every ~6.5 s, the same as without the HTTP/1 load before.
  */
-export const PROXY_NODE_OPTIONS: readonly string[] = Object.freeze(['--max-semi-space-size=2', '--max-old-space-size=512']);
+export const PROXY_NODE_OPTIONS: readonly string[] = Object.freeze(['--max-semi-space-size=2', '--max-old-space-size=512', '--no-allocation-site-pretenuring']);
