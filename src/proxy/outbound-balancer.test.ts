@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { EndpointLoad, pickP2C } from './outbound-balancer.js';
+import { EndpointLoad, pickP2C, SWEEP_MIN } from './outbound-balancer.js';
 
 interface Ep {
   readonly name: string;
@@ -145,5 +145,24 @@ describe('EndpointLoad', () => {
     assert.equal(load.inFlight('x'), 0);
     assert.equal(load.open('x'), 0);
     assert.equal(load.inFlight('y'), 0);
+  });
+
+  it('keeps an idle key for its next request, and sweeps idle keys once they pile up', () => {
+    const load = new EndpointLoad();
+    for (let i = 0; i < 3; i++) load.startRequest('x')();
+    assert.equal(load.keys, 1);
+    // Endpoints come and go: each used once, then idle.
+    for (let i = 0; i < SWEEP_MIN - 2; i++) load.startRequest(`ep-${i}`)();
+    assert.equal(load.keys, SWEEP_MIN - 1);
+    // The next new key makes SWEEP_MIN and starts a sweep: a busy key survives it, the idle ones do not.
+    const busy = load.startRequest('ep-0');
+    load.startRequest('new')();
+    assert.equal(load.keys, 2);
+    assert.equal(load.inFlight('ep-0'), 1);
+    busy();
+    assert.equal(load.inFlight('ep-0'), 0);
+    // Many endpoints over time: the map stays within twice what is live (and SWEEP_MIN).
+    for (let i = 0; i < 10 * SWEEP_MIN; i++) load.openConnection(`c-${i}`)();
+    assert.ok(load.keys <= 2 * SWEEP_MIN + 2, String(load.keys));
   });
 });
