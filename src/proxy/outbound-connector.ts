@@ -149,6 +149,9 @@ function poolKey(e: DestinationEndpoint, meshPort: number, protocol: OutboundPro
   return `${e.ip}|${e.port}|${identityOf(e) ?? ''}|${e.serverName ?? ''}|${meshPort}|${protocol}`;
 }
 
+/** The request's own options of {@link OutboundConnector.request1}; host, port and agent are the connector's. */
+export type Request1Options = Pick<RequestOptions, 'method' | 'path' | 'headers' | 'setHost'>;
+
 /** An HTTP/1 keep-alive pool for one endpoint whose connections come from the connector. */
 class EndpointAgent extends Agent {
   readonly #dial: () => Promise<Socket>;
@@ -267,17 +270,22 @@ export class OutboundConnector {
   /**
    * Starts an HTTP/1 request to `endpoint` on its keep-alive pool for `protocol` (`http1`, or
    * `opaque` for an endpoint whose port is opaque: the bytes are then forwarded as a TCP stream).
-   * `options` are node:http request options without host, port or agent. A connect failure is
-   * the request's `error` (an {@link OutboundConnectError}) before its `socket` event.
+   * `options` are the node:http request options of the request itself. A connect failure is the
+   * request's `error` (an {@link OutboundConnectError}) before its `socket` event.
    */
-  request1(endpoint: DestinationEndpoint, protocol: 'http1' | 'opaque', options: RequestOptions): ClientRequest {
+  request1(endpoint: DestinationEndpoint, protocol: 'http1' | 'opaque', options: Request1Options): ClientRequest {
     const key = poolKey(endpoint, this.#meshPortOfSafe(endpoint), protocol);
     let agent = this.#agents.get(key);
     if (agent === undefined || this.#closed) {
       agent = new EndpointAgent(() => this.connect(endpoint, protocol), this.#maxSockets, this.#idleSocketTimeoutMs);
       if (!this.#closed) this.#agents.set(key, agent);
     }
-    return httpRequest({ ...options, host: endpoint.ip, port: endpoint.port, agent });
+    // A literal, not `{ ...options, host, port, agent }`: the spread object left ~800 B per
+    // request in the old generation (outbound proxy's sampling heap profile at 1,000 HTTP/1
+    // requests/s: 903 -> 117 B per request; with --no-opt, which shows it in this frame rather
+    // than in the caller it is inlined into, 1,064 -> 255).
+    const { method, path, headers, setHost } = options;
+    return httpRequest({ method, path, headers, setHost, host: endpoint.ip, port: endpoint.port, agent });
   }
 
   /**
