@@ -5,7 +5,6 @@ import { PROXY_NODE_OPTIONS } from './node-options.js';
 
 const MB = 1024 * 1024;
 
-/** Runs node with the proxy's options and returns what V8 reports of its heap. */
 /** V8's heap limit, in MB, of a node started with `options`: the old generation's plus three semi-spaces. */
 function heapLimitMb(options: readonly string[]): number {
   const script = "process.stdout.write(String(require('node:v8').getHeapStatistics().heap_size_limit))";

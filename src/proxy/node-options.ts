@@ -26,9 +26,9 @@
  * survive scavenges and, if so, allocates the site's later objects straight in the old
  * generation. A proxy's sites are mostly node's own (streams, emitters, HTTP/2 stream state) and
  * shared by every connection and protocol, so a verdict formed on one traffic mix sticks to the
- * next: after a minute of HTTP/1 load (138 pooled mesh connections), the inbound proxy's gRPC
+ * next: after 18 s of HTTP/1 load (32 client connections), the inbound proxy's gRPC
  * requests at 1,000/s left ~5 KiB each in the old generation, a mark-compact every ~1.7 s (3-5
  * per 7 s round of the mesh bench, each round's p99 4-43 ms over direct); with pretenuring off,
- * one every ~6.5 s, the same as without the HTTP/1 load before.
+ * one every ~6.5 s, about as often as with no HTTP/1 load before (7-9 s).
  */
 export const PROXY_NODE_OPTIONS: readonly string[] = Object.freeze(['--max-semi-space-size=2', '--max-old-space-size=512', '--no-allocation-site-pretenuring']);
