@@ -5,9 +5,9 @@
  * memory (`VmRSS` of `/proc/PID/status`) and CPU time (`utime + stime` of `/proc/PID/stat`, in
  * clock ticks). A {@link ProcessProbe} samples RSS every {@link RSS_SAMPLE_MS} during a window
  * and reports each process's peak RSS and its CPU time over the window's wall time
- * (`cpuPct` = CPU time / wall time × 100; 100 = one core busy), what all other processes used
- * over the same window (kernel threads included), and the CPU time the hypervisor took from
- * this machine (`steal` of `/proc/stat`).
+ * (`cpuPct` = CPU time / wall time × 100; 100 = one core busy), and the CPU time the hypervisor
+ * took from this machine (`steal` of `/proc/stat`); {@link OtherProcesses} measures what all
+ * other processes used.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { closeSync, openSync, readdirSync, readFileSync } from 'node:fs';
@@ -49,27 +49,66 @@ export function cpuSeconds(pid: number): number {
 }
 
 /**
- * CPU seconds used so far by every process but `exclude`, by pid. Summing the processes rather
- * than reading the machine's busy time from `/proc/stat` keeps out what is no process's: the
- * softirq time of the bench's own loopback traffic, and on a virtual machine the ticks its
- * accounting adds under load (here the machine's busy time exceeded the processes' sum by half
- * a core during a run whose other processes used under 2 %).
+ * The CPU that every process outside the bench used between {@link OtherProcesses.take} and
+ * {@link OtherProcesses.since}. Summing processes rather than reading the machine's busy time from
+ * `/proc/stat` keeps out what is no process's: the softirq time of the bench's own loopback
+ * traffic, and on a virtual machine the ticks its accounting adds under load (here the machine's
+ * busy time exceeded the processes' sum by half a core during a run whose other processes used
+ * under 2 %). Each process counts its reaped children too (`cutime + cstime`), so a build of
+ * short-lived compilers shows in its parent; processes are told apart by pid and start time, so
+ * a reused pid never subtracts. Reading every `/proc/PID/stat` takes milliseconds: take it
+ * before a run and after it, never inside the measured window (the load generator would stall).
  */
-export function otherProcessesCpuSeconds(exclude: ReadonlySet<number>): Map<number, number> {
-  const out = new Map<number, number>();
-  let entries: string[];
-  try {
-    entries = readdirSync('/proc');
-  } catch {
+export class OtherProcesses {
+  readonly #cpu: ReadonlyMap<string, number>;
+  readonly #at: number;
+  readonly #exclude: ReadonlySet<number>;
+
+  private constructor(exclude: ReadonlySet<number>) {
+    this.#exclude = exclude;
+    this.#cpu = OtherProcesses.#read(exclude);
+    this.#at = performance.now();
+  }
+
+  /** A snapshot of every process but `exclude` (the bench's). */
+  static take(exclude: readonly number[]): OtherProcesses {
+    return new OtherProcesses(new Set(exclude));
+  }
+
+  /** Their CPU since the snapshot, in percent of one core over the wall time since. */
+  since(): number {
+    const now = OtherProcesses.#read(this.#exclude);
+    const wallSeconds = (performance.now() - this.#at) / 1000;
+    let used = 0;
+    // A process started since counts whole; one that ended is gone from the sum (its parent's
+    // cutime has it, if the parent reaped it and is still there).
+    for (const [key, seconds] of now) used += Math.max(0, seconds - (this.#cpu.get(key) ?? 0));
+    return (used / wallSeconds) * 100;
+  }
+
+  /** `pid:starttime` → user + system CPU seconds of the process and its reaped children. */
+  static #read(exclude: ReadonlySet<number>): Map<string, number> {
+    const out = new Map<string, number>();
+    let entries: string[];
+    try {
+      entries = readdirSync('/proc');
+    } catch {
+      return out;
+    }
+    for (const e of entries) {
+      const pid = Number(e);
+      if (!Number.isInteger(pid) || exclude.has(pid)) continue;
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+        const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+        const ticks = Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
+        out.set(`${pid}:${f[19] ?? ''}`, ticks / CLK_TCK);
+      } catch {
+        // Gone meanwhile.
+      }
+    }
     return out;
   }
-  for (const e of entries) {
-    const pid = Number(e);
-    if (!Number.isInteger(pid) || exclude.has(pid)) continue;
-    const s = cpuSeconds(pid);
-    if (!Number.isNaN(s)) out.set(pid, s);
-  }
-  return out;
 }
 
 /** CPU seconds the hypervisor took from this machine's cores so far (`steal` of `/proc/stat`), NaN when unknown. */
@@ -96,13 +135,11 @@ export interface ProcessUsage {
 export class ProcessProbe {
   readonly #pids: readonly number[];
   #cpu0: number[] = [];
-  #others0 = new Map<number, number>();
   #steal0 = 0;
   #t0 = 0;
   #peak: number[] = [];
   #timer: NodeJS.Timeout | undefined;
   #usage: Map<number, ProcessUsage> | undefined;
-  #otherCpuPct = Number.NaN;
   #stealPct = Number.NaN;
 
   constructor(pids: readonly number[]) {
@@ -112,7 +149,6 @@ export class ProcessProbe {
   /** Opens the window: CPU baselines now, RSS sampling from now on. */
   start(): void {
     this.#t0 = performance.now();
-    this.#others0 = otherProcessesCpuSeconds(new Set(this.#pids));
     this.#steal0 = machineStealSeconds();
     this.#cpu0 = this.#pids.map(cpuSeconds);
     this.#peak = this.#pids.map(rssMb);
@@ -125,10 +161,6 @@ export class ProcessProbe {
     clearInterval(this.#timer);
     this.#sample();
     const wallSeconds = (performance.now() - this.#t0) / 1000;
-    let other = 0;
-    // A process that started during the window counts whole; one that ended is gone from the sum.
-    for (const [pid, seconds] of otherProcessesCpuSeconds(new Set(this.#pids))) other += seconds - (this.#others0.get(pid) ?? 0);
-    this.#otherCpuPct = (other / wallSeconds) * 100;
     this.#stealPct = ((machineStealSeconds() - this.#steal0) / wallSeconds) * 100;
     this.#usage = new Map(
       this.#pids.map((pid, i) => [pid, { peakRssMb: this.#peak[i] as number, cpuPct: ((cpuSeconds(pid) - (this.#cpu0[i] as number)) / wallSeconds) * 100 }]),
@@ -145,11 +177,6 @@ export class ProcessProbe {
   /** Sum of the probed processes' CPU over the window (percent of one core). */
   totalCpuPct(): number {
     return this.#pids.reduce((sum, pid) => sum + this.usage(pid).cpuPct, 0);
-  }
-
-  /** What all processes but the probed ones used over the window, percent of one core. */
-  otherCpuPct(): number {
-    return this.#otherCpuPct;
   }
 
   /** CPU the hypervisor took from this machine over the window, percent of one core. */

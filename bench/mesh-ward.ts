@@ -39,7 +39,6 @@ export const SERVICE_AUTHORITY = {
   tcp: 'server-svc.demo.svc.cluster.local:9000',
 } as const;
 
-/** Where the bench apps listen (127.0.0.1). */
 /** The major (mark-compact) GCs a ward proxy made so far and their total pause, from its `/metrics`. */
 export interface MajorGcs {
   readonly count: number;
@@ -56,6 +55,7 @@ export async function majorGcsOf(adminPort: number): Promise<MajorGcs> {
   return { count: Number(count), pauseMs: Number(sum) * 1000 };
 }
 
+/** Where the bench apps listen (127.0.0.1). */
 export interface AppPorts {
   readonly http1: number;
   readonly grpc: number;

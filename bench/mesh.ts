@@ -56,7 +56,7 @@ import {
   tcpClient,
 } from './mesh-load.js';
 import { ensureNginx, type NginxMesh, startNginxMesh } from './mesh-nginx.js';
-import { ProcessProbe, type ProcessUsage, rssMb } from './mesh-proc.js';
+import { OtherProcesses, ProcessProbe, type ProcessUsage, rssMb } from './mesh-proc.js';
 import { type AppPorts, type MajorGcs, majorGcsOf, SERVICE_AUTHORITY, startWardMesh, type WardMesh } from './mesh-ward.js';
 
 const HOST = '127.0.0.1';
@@ -111,7 +111,7 @@ interface Run {
   readonly app: ProcessUsage;
   /** This process: the load generator. */
   readonly generator: ProcessUsage;
-  /** CPU that processes outside the bench used during the window (percent of one core). */
+  /** CPU that processes outside the bench used during the run, warm-up included (percent of one core). */
   readonly otherCpuPct: number;
   /** CPU the hypervisor took from the machine during the window (percent of one core). */
   readonly stealPct: number;
@@ -191,12 +191,12 @@ async function measureProtocol(protocol: Protocol, paths: readonly Path[], appsP
   const gcsNow = (path: Path): Promise<MajorGcs[]> => Promise.all((path.adminPorts ?? []).map(majorGcsOf));
   const gcsSince = async (path: Path, before: readonly MajorGcs[]): Promise<MajorGcs[]> =>
     (await gcsNow(path)).map((g, i) => ({ count: g.count - (before[i] as MajorGcs).count, pauseMs: g.pauseMs - (before[i] as MajorGcs).pauseMs }));
-  const run = (path: Path, stats: LoadStats, probe: ProcessProbe, majorGcs: readonly MajorGcs[]): Run => ({
+  const run = (path: Path, stats: LoadStats, probe: ProcessProbe, majorGcs: readonly MajorGcs[], otherCpuPct: number): Run => ({
     stats,
     proxies: path.proxyPids.map((pid) => probe.usage(pid)),
     app: probe.usage(appsPid),
     generator: probe.usage(process.pid),
-    otherCpuPct: probe.otherCpuPct(),
+    otherCpuPct,
     stealPct: probe.stealPct(),
     majorGcs,
   });
@@ -217,8 +217,10 @@ async function measureProtocol(protocol: Protocol, paths: readonly Path[], appsP
         );
         const probe = new ProcessProbe(benchPids);
         const gcs = await gcsNow(path);
+        const others = OtherProcesses.take(benchPids);
         const stats = await runFixedRate(client, { ratePerSec: RATE_PER_SEC, ...timing, hooks: probe });
-        fixed.get(path)?.push(run(path, stats, probe, await gcsSince(path, gcs)));
+        const otherCpuPct = others.since();
+        fixed.get(path)?.push(run(path, stats, probe, await gcsSince(path, gcs), otherCpuPct));
       }
     }
     const measured: Measured[] = [];
@@ -226,8 +228,10 @@ async function measureProtocol(protocol: Protocol, paths: readonly Path[], appsP
       log(`mesh: ${path.name}/${protocol}/max (closed loop, ${SATURATION.concurrency} in flight, ${SATURATION.measureMs / 1000} s) ...`);
       const probe = new ProcessProbe(benchPids);
       const gcs = await gcsNow(path);
+      const others = OtherProcesses.take(benchPids);
       const stats = await runClosedLoop(client, { ...SATURATION, hooks: probe });
-      const max = run(path, stats, probe, await gcsSince(path, gcs));
+      const otherCpuPct = others.since();
+      const max = run(path, stats, probe, await gcsSince(path, gcs), otherCpuPct);
       measured.push(
         { path: path.name, protocol, load: `${RATE_PER_SEC}rps`, runs: fixed.get(path) ?? [] },
         { path: path.name, protocol, load: 'max', runs: [max] },

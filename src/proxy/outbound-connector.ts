@@ -149,8 +149,14 @@ function poolKey(e: DestinationEndpoint, meshPort: number, protocol: OutboundPro
   return `${e.ip}|${e.port}|${identityOf(e) ?? ''}|${e.serverName ?? ''}|${meshPort}|${protocol}`;
 }
 
-/** The request's own options of {@link OutboundConnector.request1}; host, port and agent are the connector's. */
-export type Request1Options = Pick<RequestOptions, 'method' | 'path' | 'headers' | 'setHost'>;
+type Request1Fields = 'method' | 'path' | 'headers' | 'setHost';
+
+/**
+ * The request's own options of {@link OutboundConnector.request1}; host, port and agent are the
+ * connector's. Any other node:http option is refused by the type, even from a variable: request1
+ * passes on these four only.
+ */
+export type Request1Options = Pick<RequestOptions, Request1Fields> & { readonly [K in Exclude<keyof RequestOptions, Request1Fields>]?: never };
 
 /** An HTTP/1 keep-alive pool for one endpoint whose connections come from the connector. */
 class EndpointAgent extends Agent {
