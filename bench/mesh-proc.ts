@@ -36,16 +36,24 @@ export function rssMb(pid: number): number {
   }
 }
 
-/** User + system CPU seconds `pid` used so far, or NaN when the process is gone. */
-export function cpuSeconds(pid: number): number {
+/**
+ * The fields of `/proc/PID/stat` after the command name (field 3 on, so `utime` is index 11), or
+ * undefined when the process is gone. The command name may contain spaces; what follows its
+ * closing parenthesis is fixed.
+ */
+function statFields(pid: number): string[] | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // The command name (field 2) may contain spaces; fields after its closing parenthesis are fixed.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / CLK_TCK;
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   } catch {
-    return Number.NaN;
+    return undefined;
   }
+}
+
+/** User + system CPU seconds `pid` used so far, or NaN when the process is gone. */
+export function cpuSeconds(pid: number): number {
+  const f = statFields(pid);
+  return f === undefined ? Number.NaN : (Number(f[11]) + Number(f[12])) / CLK_TCK;
 }
 
 /**
@@ -98,14 +106,9 @@ export class OtherProcesses {
     for (const e of entries) {
       const pid = Number(e);
       if (!Number.isInteger(pid) || exclude.has(pid)) continue;
-      try {
-        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-        const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-        const ticks = Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
-        out.set(`${pid}:${f[19] ?? ''}`, ticks / CLK_TCK);
-      } catch {
-        // Gone meanwhile.
-      }
+      const f = statFields(pid);
+      // Gone meanwhile: left out.
+      if (f !== undefined) out.set(`${pid}:${f[19] ?? ''}`, (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / CLK_TCK);
     }
     return out;
   }

@@ -191,15 +191,23 @@ async function measureProtocol(protocol: Protocol, paths: readonly Path[], appsP
   const gcsNow = (path: Path): Promise<MajorGcs[]> => Promise.all((path.adminPorts ?? []).map(majorGcsOf));
   const gcsSince = async (path: Path, before: readonly MajorGcs[]): Promise<MajorGcs[]> =>
     (await gcsNow(path)).map((g, i) => ({ count: g.count - (before[i] as MajorGcs).count, pauseMs: g.pauseMs - (before[i] as MajorGcs).pauseMs }));
-  const run = (path: Path, stats: LoadStats, probe: ProcessProbe, majorGcs: readonly MajorGcs[], otherCpuPct: number): Run => ({
-    stats,
-    proxies: path.proxyPids.map((pid) => probe.usage(pid)),
-    app: probe.usage(appsPid),
-    generator: probe.usage(process.pid),
-    otherCpuPct,
-    stealPct: probe.stealPct(),
-    majorGcs,
-  });
+  /** One run of `load` on `path`: the probe inside the measured window; GC counts and other processes' CPU read around it. */
+  const measure = async (path: Path, load: (probe: ProcessProbe) => Promise<LoadStats>): Promise<Run> => {
+    const probe = new ProcessProbe(benchPids);
+    const gcs = await gcsNow(path);
+    const others = OtherProcesses.take(benchPids);
+    const stats = await load(probe);
+    const otherCpuPct = others.since();
+    return {
+      stats,
+      proxies: path.proxyPids.map((pid) => probe.usage(pid)),
+      app: probe.usage(appsPid),
+      generator: probe.usage(process.pid),
+      otherCpuPct,
+      stealPct: probe.stealPct(),
+      majorGcs: await gcsSince(path, gcs),
+    };
+  };
   try {
     for (const path of paths) {
       const route = path.routes[protocol];
@@ -215,23 +223,14 @@ async function measureProtocol(protocol: Protocol, paths: readonly Path[], appsP
         log(
           `mesh: ${path.name}/${protocol}/${RATE_PER_SEC}rps round ${r + 1}/${FIXED_ROUNDS} (${timing.warmupMs / 1000} s warm-up + ${timing.measureMs / 1000} s) ...`,
         );
-        const probe = new ProcessProbe(benchPids);
-        const gcs = await gcsNow(path);
-        const others = OtherProcesses.take(benchPids);
-        const stats = await runFixedRate(client, { ratePerSec: RATE_PER_SEC, ...timing, hooks: probe });
-        const otherCpuPct = others.since();
-        fixed.get(path)?.push(run(path, stats, probe, await gcsSince(path, gcs), otherCpuPct));
+        const fixedRun = await measure(path, (probe) => runFixedRate(client, { ratePerSec: RATE_PER_SEC, ...timing, hooks: probe }));
+        fixed.get(path)?.push(fixedRun);
       }
     }
     const measured: Measured[] = [];
     for (const { path, client } of clients) {
       log(`mesh: ${path.name}/${protocol}/max (closed loop, ${SATURATION.concurrency} in flight, ${SATURATION.measureMs / 1000} s) ...`);
-      const probe = new ProcessProbe(benchPids);
-      const gcs = await gcsNow(path);
-      const others = OtherProcesses.take(benchPids);
-      const stats = await runClosedLoop(client, { ...SATURATION, hooks: probe });
-      const otherCpuPct = others.since();
-      const max = run(path, stats, probe, await gcsSince(path, gcs), otherCpuPct);
+      const max = await measure(path, (probe) => runClosedLoop(client, { ...SATURATION, hooks: probe }));
       measured.push(
         { path: path.name, protocol, load: `${RATE_PER_SEC}rps`, runs: fixed.get(path) ?? [] },
         { path: path.name, protocol, load: 'max', runs: [max] },
