@@ -2,16 +2,17 @@
  * Connections from the inbound HTTP stack to the application (`host:port`: local mode's
  * `appHost:appPort`, or in transparent mode the pod address a connection to an undeclared port
  * arrived on).
- * HTTP/1: one keep-alive `http.Agent` for every application address (it pools per host:port; the
- * socket count per address is bounded, requests beyond it queue in the agent). HTTP/2 (and gRPC):
+ * HTTP/1: one keep-alive undici `Pool` per application address (STACK.md §2.13); the connection
+ * count per address is bounded, requests beyond it queue in the pool. HTTP/2 (and gRPC):
  * one `ClientHttp2Session` per application address, shared by every request to it and replaced
  * once it closes, fails or receives a GOAWAY (streams already open on it finish there).
  * nghttp2 queues streams beyond the application's `maxConcurrentStreams` itself.
  */
-import { Agent, type ClientRequest, type OutgoingHttpHeaders, request } from 'node:http';
+import type { OutgoingHttpHeaders } from 'node:http';
 import { type ClientHttp2Session, type ClientHttp2Stream, connect as connectHttp2 } from 'node:http2';
 import { connect as connectTcp } from 'node:net';
 import { requestOptions } from './h2-stream-options.js';
+import { type Pool, relayPool } from './undici-pool.js';
 
 /** Settings of an {@link AppUpstream}. */
 export interface AppUpstreamOptions {
@@ -30,21 +31,31 @@ function isSessionGone(e: unknown): boolean {
 
 /** The application's HTTP/1 connection pool and HTTP/2 sessions. */
 export class AppUpstream {
-  readonly #agent: Agent;
+  readonly #maxSockets: number;
+  /** By `host|port`. */
+  readonly #pools = new Map<string, Pool>();
   /** By `host|port`. */
   readonly #sessions = new Map<string, ClientHttp2Session>();
   #closed = false;
 
   constructor(opts: AppUpstreamOptions) {
-    this.#agent = new Agent({ keepAlive: true, maxSockets: opts.maxSocketsPerPort, maxFreeSockets: Math.min(opts.maxSocketsPerPort, 64), scheduling: 'lifo' });
+    this.#maxSockets = opts.maxSocketsPerPort;
   }
 
   /**
-   * Starts an HTTP/1 request to the application at `host:port`. `headers` are flat name/value
-   * pairs (`Host` included when the client sent one; node adds `host:port` otherwise).
+   * The HTTP/1 keep-alive pool to the application at `host:port` (a request without a `Host`
+   * header gets `host:port`). Destroyed pools refuse requests once the upstream is closed.
    */
-  request1(host: string, port: number, method: string, path: string, headers: readonly string[]): ClientRequest {
-    return request({ host, port, method, path, headers: headers as string[], agent: this.#agent });
+  pool1(host: string, port: number): Pool {
+    const key = `${host}|${port}`;
+    let pool = this.#pools.get(key);
+    if (pool === undefined) {
+      const authorityHost = host.includes(':') ? `[${host}]` : host;
+      pool = relayPool(`http://${authorityHost}:${port}`, this.#maxSockets);
+      if (this.#closed) void pool.destroy();
+      else this.#pools.set(key, pool);
+    }
+    return pool;
   }
 
   /**
@@ -68,7 +79,8 @@ export class AppUpstream {
   /** Closes every pooled connection and session; later requests fail. */
   close(): void {
     this.#closed = true;
-    this.#agent.destroy();
+    for (const p of this.#pools.values()) void p.destroy();
+    this.#pools.clear();
     for (const s of this.#sessions.values()) s.destroy();
     this.#sessions.clear();
   }

@@ -121,6 +121,11 @@ interface Seen {
 
 const seen: Seen[] = [];
 
+/** Bytes the application has written of its `/open/big` response (it honours backpressure). */
+let bigWritten = 0;
+const BIG_TOTAL = 256 * 1024 * 1024;
+const BIG_CHUNK = Buffer.alloc(64 * 1024, 'b');
+
 function headerValues(s: Seen, name: string): string[] {
   return s.headers.filter(([n]) => n === name).map(([, v]) => v);
 }
@@ -141,6 +146,22 @@ async function startApp1(): Promise<HttpServer> {
     if (req.url === '/open/hang') {
       res.writeHead(200);
       res.write('first chunk');
+      return;
+    }
+    if (req.url === '/open/big') {
+      bigWritten = 0;
+      res.writeHead(200, { 'content-length': String(BIG_TOTAL) });
+      const more = (): void => {
+        while (bigWritten < BIG_TOTAL && !res.destroyed) {
+          bigWritten += BIG_CHUNK.length;
+          if (!res.write(BIG_CHUNK)) {
+            res.once('drain', more);
+            return;
+          }
+        }
+        res.end();
+      };
+      more();
       return;
     }
     if (req.url === '/open/echo') {
@@ -474,6 +495,58 @@ describe('InboundHttp: HTTP/1.1', () => {
     const t = await h1(portH1, '/open/trailers');
     assert.equal(t.body.toString(), 'with trailers');
     assert.deepEqual(t.trailers, { 'x-checksum': 'abc123' });
+  });
+
+  it('frames request bodies as the client did: none for a bare GET, chunked stays chunked, a length stays a length', async () => {
+    policies.set(portH1, detectWeb());
+    const get = await h1(portH1, '/open/get');
+    assert.equal(get.status, 200);
+    const chunked = await new Promise<number>((resolve, reject) => {
+      const req = httpRequest({ host: HOST, port: portH1, localAddress: FROM, path: '/open/chunked', method: 'POST', agent: false });
+      req.on('socket', (s: Socket) => track(s));
+      req.on('error', reject);
+      req.on('response', (res: IncomingMessage) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      });
+      req.write('part one, ');
+      setTimeout(() => req.end('part two'), 20);
+    });
+    assert.equal(chunked, 200);
+    const sized = await h1(portH1, '/open/sized', { method: 'POST', headers: { 'content-length': '5' }, body: 'hello' });
+    assert.equal(sized.status, 200);
+    const [g, c, z] = seen.slice(-3);
+    assert.equal(g?.path, '/open/get');
+    assert.deepEqual(
+      [...headerValues(g as Seen, 'content-length'), ...headerValues(g as Seen, 'transfer-encoding')],
+      [],
+      'a GET without a body gets no body framing',
+    );
+    assert.deepEqual(headerValues(c as Seen, 'transfer-encoding'), ['chunked']);
+    assert.deepEqual(headerValues(c as Seen, 'content-length'), []);
+    assert.equal(c?.body, 'part one, part two');
+    assert.deepEqual(headerValues(z as Seen, 'content-length'), ['5']);
+    assert.deepEqual(headerValues(z as Seen, 'transfer-encoding'), []);
+    assert.equal(z?.body, 'hello');
+  });
+
+  it('holds the application back while the client does not read (backpressure), instead of buffering its response', async () => {
+    policies.set(portH1, detectWeb());
+    const req = httpRequest({ host: HOST, port: portH1, localAddress: FROM, path: '/open/big', agent: false });
+    req.on('socket', (s: Socket) => track(s));
+    req.on('error', () => {});
+    req.end();
+    const [res] = (await within(once(req, 'response'), WAIT_MS, 'the response head')) as [IncomingMessage];
+    await within(once(res, 'data'), WAIT_MS, 'the first chunk');
+    res.pause();
+    // Wait until the application stops writing (socket buffers full along the way), at most 3 s.
+    let last = -1;
+    for (let waited = 0; waited < 3000 && bigWritten !== last; waited += 300) {
+      last = bigWritten;
+      await sleep(300);
+    }
+    assert.ok(bigWritten < 64 * 1024 * 1024, `the application wrote ${bigWritten} of ${BIG_TOTAL} bytes to a client that reads nothing`);
+    req.destroy();
   });
 
   it('applies the latest policy to the next request of an open keep-alive connection (§4.8)', async () => {

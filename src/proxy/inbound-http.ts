@@ -80,19 +80,10 @@ import {
   type RequestInfo,
   type TlsState,
 } from '../core/index.js';
-import { errorMessage, type Logger, silentLogger } from '../shared/index.js';
+import { type Logger, silentLogger } from '../shared/index.js';
 import { RESPOND_WITHOUT_BODY } from './h2-stream-options.js';
-import { relayHttp1Body, relayHttp2 } from './http-relay.js';
-import {
-  filterHttp1Request,
-  filterHttp1Response,
-  filterHttp2Request,
-  grpcMessage,
-  isChunkedLast,
-  L5D_CLIENT_ID,
-  L5D_PROXY_ERROR,
-  safeHeaderValue,
-} from './inbound-http-headers.js';
+import { headerValue, relayHttp1, relayHttp2 } from './http-relay.js';
+import { filterHttp1Request, filterHttp2Request, grpcMessage, isChunkedLast, L5D_CLIENT_ID, L5D_PROXY_ERROR, safeHeaderValue } from './inbound-http-headers.js';
 import { AppUpstream } from './inbound-http-upstream.js';
 import type { InboundHttpConnection } from './inbound-proxy.js';
 import { type InboundHttpErrorReason, type InboundMetricsHooks, InboundStatsCounter } from './inbound-stats.js';
@@ -584,52 +575,33 @@ export class InboundHttp {
     headers: readonly string[],
     ex: HttpExchange | undefined,
   ): void {
-    const up = this.#upstream.request1(ctx.appHost, ctx.appPort, method, path, headers);
-    up.on('response', (ures: IncomingMessage) => {
-      if (res.destroyed) {
-        ures.destroy();
-        return;
-      }
-      try {
-        res.writeHead(ures.statusCode ?? 502, filterHttp1Response(ures.rawHeaders));
-      } catch (e) {
-        // A response node refuses to relay (e.g. an invalid status): a bad gateway.
-        ures.destroy();
-        this.#error(ctx, 'app unreachable');
-        ex?.fail('app unreachable');
-        if (this.#log.isLevelEnabled('debug')) this.#log.debug({ port: ctx.port, err: errorMessage(e) }, 'inbound HTTP response not relayable');
-        this.#respond1(res, ctx, 502, APP_UNREACHABLE);
-        return;
-      }
-      if (ex !== undefined) {
-        ex.head(res.statusCode, grpcStatusValue(ures.headers['grpc-status']));
-        ures.once('end', () => ex.trailers(grpcStatusValue(ures.trailers['grpc-status'])));
-      }
-      relayHttp1Body(ures, res, () => {
-        this.#error(ctx, 'app response aborted');
-        ex?.fail('app response aborted');
-      });
-    });
-    up.on('error', (err: Error) => {
-      if (res.writableEnded || res.destroyed) return;
-      if (res.headersSent) {
-        this.#error(ctx, 'app response aborted');
-        ex?.fail('app response aborted');
-        res.destroy();
-        return;
-      }
-      this.#error(ctx, 'app unreachable');
-      ex?.fail('app unreachable');
-      if (this.#log.isLevelEnabled('debug'))
-        this.#log.debug({ port: ctx.port, appPort: ctx.appPort, err: err.message }, 'inbound HTTP request to the application failed');
-      req.unpipe(up);
-      this.#respond1(res, ctx, 502, APP_UNREACHABLE);
-    });
-    // The client went away (or its response was aborted): drop the application's request too.
-    res.once('close', () => {
-      if (!res.writableFinished) up.destroy();
-    });
-    req.pipe(up);
+    relayHttp1(
+      this.#upstream.pool1(ctx.appHost, ctx.appPort),
+      req,
+      res,
+      { method, path, headers },
+      {
+        head: (status, h) => ex?.head(status, grpcStatusValue(headerValue(h, 'grpc-status'))),
+        trailers: (t) => ex?.trailers(grpcStatusValue(headerValue(t, 'grpc-status'))),
+        failed: (err) => {
+          this.#error(ctx, 'app unreachable');
+          ex?.fail('app unreachable');
+          if (this.#log.isLevelEnabled('debug'))
+            this.#log.debug({ port: ctx.port, appPort: ctx.appPort, err: err.message }, 'inbound HTTP request to the application failed');
+          this.#respond1(res, ctx, 502, APP_UNREACHABLE);
+        },
+        unrelayable: (err) => {
+          this.#error(ctx, 'app unreachable');
+          ex?.fail('app unreachable');
+          if (this.#log.isLevelEnabled('debug')) this.#log.debug({ port: ctx.port, err: err.message }, 'inbound HTTP response not relayable');
+          this.#respond1(res, ctx, 502, APP_UNREACHABLE);
+        },
+        aborted: () => {
+          this.#error(ctx, 'app response aborted');
+          ex?.fail('app response aborted');
+        },
+      },
+    );
   }
 
   #onConnectMethod(socket: Duplex): void {

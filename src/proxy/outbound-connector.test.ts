@@ -6,7 +6,6 @@
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import type { IncomingMessage } from 'node:http';
 import type { ClientHttp2Session, IncomingHttpHeaders as Http2Headers } from 'node:http2';
 import { type AddressInfo, createServer as createNetServer, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
@@ -78,17 +77,24 @@ function h1Get(
 ): Promise<{ status: number; body: string }> {
   return within(
     new Promise((resolve, reject) => {
-      const req = c.request1(ep, 'http1', { method: 'GET', path, headers, setHost: false });
-      req.on('error', reject);
-      req.on('response', (res: IncomingMessage) => {
-        let body = '';
-        res.setEncoding('utf8');
-        res.on('data', (d: string) => {
-          body += d;
-        });
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-      });
-      req.end();
+      let status = 0;
+      const chunks: Buffer[] = [];
+      c.pool1(ep, 'http1').dispatch(
+        { method: 'GET', path, headers },
+        {
+          onConnect: () => {},
+          onHeaders: (s: number) => {
+            status = s;
+            return true;
+          },
+          onData: (chunk: Buffer) => {
+            chunks.push(chunk);
+            return true;
+          },
+          onComplete: () => resolve({ status, body: Buffer.concat(chunks).toString('utf8') }),
+          onError: reject,
+        },
+      );
     }),
     WAIT_MS,
     `GET ${path}`,
@@ -201,15 +207,21 @@ describe('OutboundConnector: mesh TLS and the transport header', () => {
     recorded.length = 0;
     const wrong = recorderEndpoint({ identity: side.otherCert.identity, serverName: side.otherCert.identity });
     await assert.rejects(c.connect(wrong, 'http1'), (e: unknown) => e instanceof OutboundConnectError && e.reason === 'identity mismatch');
-    // Through a pool too: the request fails before it has a socket.
+    // Through a pool too: the request fails before it has a connection.
     const failed = await new Promise<{ error: unknown; hadSocket: boolean }>((resolve) => {
-      const req = c.request1(wrong, 'http1', { path: '/', headers: ['Host', 'x'], setHost: false });
       let hadSocket = false;
-      req.on('socket', () => {
-        hadSocket = true;
-      });
-      req.on('error', (error) => resolve({ error, hadSocket }));
-      req.end();
+      c.pool1(wrong, 'http1').dispatch(
+        { method: 'GET', path: '/', headers: ['Host', 'x'] },
+        {
+          onConnect: () => {
+            hadSocket = true;
+          },
+          onHeaders: () => true,
+          onData: () => true,
+          onComplete: () => resolve({ error: undefined, hadSocket }),
+          onError: (error: Error) => resolve({ error, hadSocket }),
+        },
+      );
     });
     assert.ok(failed.error instanceof OutboundConnectError && failed.error.reason === 'identity mismatch');
     assert.equal(failed.hadSocket, false);

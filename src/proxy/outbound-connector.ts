@@ -12,27 +12,25 @@
  * `ip:port`. Nothing is written on a connection before its handshake and checks have passed, so
  * a peer with the wrong identity never sees a byte of the request.
  *
- * Reuse (no handshake per request): HTTP/1 goes through one keep-alive `http.Agent` per endpoint
- * and session protocol, whose `createConnection` hands over a connection already through the
- * handshake with its header written; HTTP/2 shares one `ClientHttp2Session` per endpoint,
+ * Reuse (no handshake per request): HTTP/1 goes through one keep-alive undici `Pool` per endpoint
+ * and session protocol (STACK.md §2.13), whose `connect` hands over a connection already through
+ * the handshake with its header written; HTTP/2 shares one `ClientHttp2Session` per endpoint,
  * replaced once it closes, fails or receives a GOAWAY (nghttp2 queues streams beyond the peer's
- * `maxConcurrentStreams`). HTTP/1 needs one connection per concurrent request: a cold burst of N
- * requests dials N connections (node's Agent counts a connection against `maxSockets` only once
- * it is made), after which the pool is capped and idle connections are kept for reuse. A failure
+ * `maxConcurrentStreams`). HTTP/1 needs one connection per concurrent request, up to the pool's
+ * cap; requests beyond it queue in the pool, and idle connections are kept for reuse. A failure
  * to connect surfaces before any byte of a request is written: as a rejected `open`/`connect`, or
- * as the `error` of an HTTP/1 request before its `socket` event — callers may then retry on
- * another endpoint.
+ * as the error of an HTTP/1 request dispatched to the pool before its `onConnect` — callers may
+ * then retry on another endpoint.
  */
-import { Agent, type ClientRequest, type ClientRequestArgs, request as httpRequest, type RequestOptions } from 'node:http';
 import { type ClientHttp2Session, connect as connectHttp2 } from 'node:http2';
 import { connect as connectTcp, isIP, type Socket } from 'node:net';
-import type { Duplex } from 'node:stream';
 import { type ConnectionOptions, connect as connectTls, type TLSSocket } from 'node:tls';
 import type { DestinationEndpoint } from '../api/index.js';
 import type { WorkloadCertificate } from '../identity/index.js';
 import { errorMessage, type Logger, MeshError, silentLogger } from '../shared/index.js';
 import { meshClientOptions, TRANSPORT_HEADER_ALPN } from './tls-context.js';
 import { encodeTransportHeader, type SessionProtocol } from './transport-header.js';
+import { type Pool, relayPool } from './undici-pool.js';
 
 /** The upstream proxies' mesh (inbound) port. */
 export const DEFAULT_MESH_PORT = 4143;
@@ -149,38 +147,10 @@ function poolKey(e: DestinationEndpoint, meshPort: number, protocol: OutboundPro
   return `${e.ip}|${e.port}|${identityOf(e) ?? ''}|${e.serverName ?? ''}|${meshPort}|${protocol}`;
 }
 
-type Request1Fields = 'method' | 'path' | 'headers' | 'setHost';
-
-/**
- * The request's own options of {@link OutboundConnector.request1}; host, port and agent are the
- * connector's. Any other node:http option is refused by the type, even from a variable: request1
- * passes on these four only.
- */
-export type Request1Options = Pick<RequestOptions, Request1Fields> & { readonly [K in Exclude<keyof RequestOptions, Request1Fields>]?: never };
-
-/** An HTTP/1 keep-alive pool for one endpoint whose connections come from the connector. */
-class EndpointAgent extends Agent {
-  readonly #dial: () => Promise<Socket>;
-
-  constructor(dial: () => Promise<Socket>, maxSockets: number, idleTimeoutMs: number) {
-    super({ keepAlive: true, maxSockets, maxFreeSockets: Math.min(maxSockets, 32), scheduling: 'lifo', timeout: idleTimeoutMs });
-    this.#dial = dial;
-  }
-
-  override createConnection(_options: ClientRequestArgs, callback?: (err: Error | null, stream: Duplex) => void): Duplex | undefined {
-    // Asynchronous: the request gets its socket (and writes its first byte) only once the
-    // handshake, the checks and the transport header are done.
-    this.#dial().then(
-      (s) => callback?.(null, s),
-      (e: unknown) => callback?.(e instanceof Error ? e : new Error(String(e)), undefined as unknown as Duplex),
-    );
-    return undefined;
-  }
-
-  /** True while the pool holds or waits for a connection. */
-  get isBusy(): boolean {
-    return Object.keys(this.sockets).length > 0 || Object.keys(this.freeSockets).length > 0 || Object.keys(this.requests).length > 0;
-  }
+/** True while `pool` holds a connection or has requests queued or running. */
+function isBusy(pool: Pool): boolean {
+  const st = pool.stats;
+  return st.connected > 0 || st.size > 0;
 }
 
 interface SessionSlot {
@@ -199,7 +169,7 @@ export class OutboundConnector {
   readonly #onConnection: ((socket: Socket, endpoint: DestinationEndpoint) => void) | undefined;
   readonly #log: Logger;
   readonly #open = new Set<Socket>();
-  readonly #agents = new Map<string, EndpointAgent>();
+  readonly #pools = new Map<string, Pool>();
   readonly #sessions = new Map<string, SessionSlot>();
   readonly #failures: Partial<Record<OutboundConnectFailure, number>> = {};
   #handshakes = 0;
@@ -274,24 +244,30 @@ export class OutboundConnector {
   }
 
   /**
-   * Starts an HTTP/1 request to `endpoint` on its keep-alive pool for `protocol` (`http1`, or
-   * `opaque` for an endpoint whose port is opaque: the bytes are then forwarded as a TCP stream).
-   * `options` are the node:http request options of the request itself. A connect failure is the
-   * request's `error` (an {@link OutboundConnectError}) before its `socket` event.
+   * The HTTP/1 keep-alive pool (undici) to `endpoint` for `protocol` (`http1`, or `opaque` for an
+   * endpoint whose port is opaque: the bytes are then forwarded as a TCP stream). A connect
+   * failure is the error of the requests waiting for that connection (an
+   * {@link OutboundConnectError}), before their `onConnect`.
    */
-  request1(endpoint: DestinationEndpoint, protocol: 'http1' | 'opaque', options: Request1Options): ClientRequest {
+  pool1(endpoint: DestinationEndpoint, protocol: 'http1' | 'opaque'): Pool {
     const key = poolKey(endpoint, this.#meshPortOfSafe(endpoint), protocol);
-    let agent = this.#agents.get(key);
-    if (agent === undefined || this.#closed) {
-      agent = new EndpointAgent(() => this.connect(endpoint, protocol), this.#maxSockets, this.#idleSocketTimeoutMs);
-      if (!this.#closed) this.#agents.set(key, agent);
+    let pool = this.#pools.get(key);
+    if (pool === undefined || this.#closed) {
+      pool = relayPool(`http://${hostPort(endpoint.ip, endpoint.port)}`, this.#maxSockets, {
+        // Asynchronous: a request gets its connection (and writes its first byte) only once the
+        // handshake, the checks and the transport header are done.
+        connect: (_opts, callback) => {
+          this.connect(endpoint, protocol).then(
+            (s) => callback(null, s),
+            (e: unknown) => callback(e instanceof Error ? e : new Error(String(e)), null),
+          );
+        },
+        idleTimeoutMs: this.#idleSocketTimeoutMs,
+      });
+      if (this.#closed) void pool.destroy();
+      else this.#pools.set(key, pool);
     }
-    // A literal, not `{ ...options, host, port, agent }`: the spread object left ~800 B per
-    // request in the old generation (outbound proxy's sampling heap profile at 1,000 HTTP/1
-    // requests/s: 903 -> 117 B per request; with --no-opt, which shows it in this frame rather
-    // than in the caller it is inlined into, 1,064 -> 255).
-    const { method, path, headers, setHost } = options;
-    return httpRequest({ method, path, headers, setHost, host: endpoint.ip, port: endpoint.port, agent });
+    return pool;
   }
 
   /**
@@ -348,25 +324,25 @@ export class OutboundConnector {
       plainConnects: this.#plainConnects,
       connectFailures: { ...this.#failures },
       open: this.#open.size,
-      http1Pools: this.#agents.size,
+      http1Pools: this.#pools.size,
       http2Sessions: this.#sessions.size,
     };
   }
 
   /** Drops the HTTP/1 pools that hold no connection and no queued request. */
   prune(): void {
-    for (const [key, agent] of this.#agents) {
-      if (agent.isBusy) continue;
-      agent.destroy();
-      this.#agents.delete(key);
+    for (const [key, pool] of this.#pools) {
+      if (isBusy(pool)) continue;
+      void pool.destroy();
+      this.#pools.delete(key);
     }
   }
 
   /** Destroys every connection, pool and session; later connects fail. Idempotent. */
   close(): void {
     this.#closed = true;
-    for (const a of this.#agents.values()) a.destroy();
-    this.#agents.clear();
+    for (const p of this.#pools.values()) void p.destroy();
+    this.#pools.clear();
     for (const slot of this.#sessions.values()) slot.session?.destroy();
     this.#sessions.clear();
     for (const s of this.#open) s.destroy();

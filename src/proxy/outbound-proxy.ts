@@ -65,9 +65,9 @@ import { DETECT_TIMEOUT_MS } from '../core/index.js';
 import { errorMessage, type Logger, MeshError, silentLogger } from '../shared/index.js';
 import { detectHttp, HTTP1_MAX_REQUEST_LINE_BYTES } from './detect-http.js';
 import { RESPOND_WITH_BODY, RESPOND_WITHOUT_BODY, requestOptions } from './h2-stream-options.js';
-import { relayHttp1Body, relayHttp2 } from './http-relay.js';
+import { headerValue, relayHttp1, relayHttp2 } from './http-relay.js';
 import { pipeBoth } from './inbound-forward.js';
-import { filterHttp1Response, grpcMessage, L5D_PROXY_ERROR, safeHeaderValue } from './inbound-http-headers.js';
+import { grpcMessage, L5D_PROXY_ERROR, safeHeaderValue } from './inbound-http-headers.js';
 import { grpcStatusValue, h2Error } from './metrics-http.js';
 import type { OutboundExchange, OutboundMetrics } from './metrics-outbound.js';
 import type { OriginalDst, OriginalDstReader } from './original-dst.js';
@@ -495,64 +495,35 @@ export class OutboundProxy {
     }
     ex?.attempt(ep);
     const done = this.#load.startRequest(this.#key(ep));
-    const up = this.#connector.request1(ep, this.#protocolFor(ep, 'http1') === 'opaque' ? 'opaque' : 'http1', {
-      method: req.method ?? 'GET',
-      path,
-      headers,
-      setHost: false,
-    });
-    let connected = false;
-    up.once('socket', () => {
-      connected = true;
-      ex?.sent();
-      // Only now: a request retried after a connect failure must still have its whole body.
-      req.pipe(up);
-    });
-    up.once('close', done);
-    up.on('response', (ures: IncomingMessage) => {
-      if (res.destroyed) {
-        up.destroy();
-        return;
-      }
-      try {
-        res.writeHead(ures.statusCode ?? 502, ures.statusMessage, filterHttp1Response(ures.rawHeaders));
-      } catch (e) {
-        up.destroy();
-        this.#reply1(res, { status: 502, reason: 'endpoint failed', detail: `unrelayable response headers: ${errorMessage(e)}` }, ex);
-        return;
-      }
-      if (ex !== undefined) {
-        ex.head(res.statusCode, grpcStatusValue(ures.headers['grpc-status']));
-        ures.once('end', () => ex.trailers(grpcStatusValue(ures.trailers['grpc-status'])));
-      }
-      relayHttp1Body(ures, res, () => {
-        this.#error('response aborted');
-        ex?.fail('response aborted');
-      });
-    });
-    up.on('error', (err: Error) => {
-      if (!connected && isConnectError(err)) {
-        if (this.#retryAfter(ep, err, endpoints, failed)) {
-          this.#send1(req, res, endpoints, path, headers, new Set([ep]), ex);
-          return;
-        }
-        this.#reply1(res, connectFailure(err), ex);
-        return;
-      }
-      if (res.writableEnded || res.destroyed) return;
-      if (res.headersSent) {
-        this.#error('response aborted');
-        ex?.fail('response aborted');
-        res.destroy();
-        return;
-      }
-      req.unpipe(up);
-      this.#reply1(res, { status: 502, reason: 'endpoint failed', detail: `the endpoint failed before responding: ${err.message}` }, ex);
-    });
-    // The client went away: drop the endpoint's request too.
-    res.once('close', () => {
-      if (!res.writableFinished) up.destroy();
-    });
+    const pool = this.#connector.pool1(ep, this.#protocolFor(ep, 'http1') === 'opaque' ? 'opaque' : 'http1');
+    relayHttp1(
+      pool,
+      req,
+      res,
+      { method: req.method ?? 'GET', path, headers },
+      {
+        sent: () => ex?.sent(),
+        head: (status, h) => ex?.head(status, grpcStatusValue(headerValue(h, 'grpc-status'))),
+        trailers: (t) => ex?.trailers(grpcStatusValue(headerValue(t, 'grpc-status'))),
+        settled: done,
+        failed: (err, connected) => {
+          if (!connected && isConnectError(err)) {
+            if (this.#retryAfter(ep, err, endpoints, failed)) {
+              this.#send1(req, res, endpoints, path, headers, new Set([ep]), ex);
+              return;
+            }
+            this.#reply1(res, connectFailure(err), ex);
+            return;
+          }
+          this.#reply1(res, { status: 502, reason: 'endpoint failed', detail: `the endpoint failed before responding: ${err.message}` }, ex);
+        },
+        unrelayable: (err) => this.#reply1(res, { status: 502, reason: 'endpoint failed', detail: `unrelayable response headers: ${err.message}` }, ex),
+        aborted: () => {
+          this.#error('response aborted');
+          ex?.fail('response aborted');
+        },
+      },
+    );
   }
 
   /** A response of the proxy's own: `status`, the reason in `l5d-proxy-error` and as the body. */
