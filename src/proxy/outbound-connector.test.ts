@@ -310,6 +310,23 @@ describe('OutboundConnector: pools against a real inbound proxy', () => {
     assert.ok(seen.every((s) => s.headers['l5d-client-id'] === side.clientCert.identity));
   });
 
+  it('closes idle HTTP/1 connections, prunes their pool, and serves the same endpoint again afterwards', async () => {
+    const c = mkConnector({ idleSocketTimeoutMs: 100 });
+    const ep = side.endpoint(POD_HTTP1);
+    assert.equal((await h1Get(c, ep, '/p/1')).status, 200);
+    assert.equal(c.stats().http1Pools, 1);
+    c.prune();
+    assert.equal(c.stats().http1Pools, 1, 'a pool holding a connection is kept');
+    await waitFor(() => c.stats().open === 0, 'the idle connection to close', WAIT_MS);
+    c.prune();
+    assert.equal(c.stats().http1Pools, 0, 'an empty pool is dropped');
+    const again = await h1Get(c, ep, '/p/2');
+    assert.equal(again.status, 200, again.body);
+    assert.equal(again.body, 'hello /p/2 ');
+    assert.equal(c.stats().http1Pools, 1);
+    assert.equal(c.stats().handshakes, 2);
+  });
+
   it('is refused per request (403) by the far side for an identity it does not admit', async () => {
     const c = mkConnector({ tls: new MeshTlsContext(side.otherCert, side.mesh.anchorsPem) });
     const r = await h1Get(c, side.endpoint(POD_HTTP1), '/secret');

@@ -170,6 +170,9 @@ export class OutboundConnector {
   readonly #log: Logger;
   readonly #open = new Set<Socket>();
   readonly #pools = new Map<string, Pool>();
+  /** The pool of each endpoint object, per protocol (a pool dropped by `prune` is destroyed, and then looked up again). */
+  readonly #http1PoolOf = new WeakMap<DestinationEndpoint, Pool>();
+  readonly #opaquePoolOf = new WeakMap<DestinationEndpoint, Pool>();
   readonly #sessions = new Map<string, SessionSlot>();
   readonly #failures: Partial<Record<OutboundConnectFailure, number>> = {};
   #handshakes = 0;
@@ -250,6 +253,11 @@ export class OutboundConnector {
    * {@link OutboundConnectError}), before their `onConnect`.
    */
   pool1(endpoint: DestinationEndpoint, protocol: 'http1' | 'opaque'): Pool {
+    // The resolver hands out the same endpoint object until the endpoint changes: remember its
+    // pool on it rather than build the pool's key for every request.
+    const byEndpoint = protocol === 'http1' ? this.#http1PoolOf : this.#opaquePoolOf;
+    const known = byEndpoint.get(endpoint);
+    if (known !== undefined && !known.destroyed) return known;
     const key = poolKey(endpoint, this.#meshPortOfSafe(endpoint), protocol);
     let pool = this.#pools.get(key);
     if (pool === undefined || this.#closed) {
@@ -267,6 +275,7 @@ export class OutboundConnector {
       if (this.#closed) void pool.destroy();
       else this.#pools.set(key, pool);
     }
+    if (!this.#closed) byEndpoint.set(endpoint, pool);
     return pool;
   }
 

@@ -173,6 +173,25 @@ describe('parseOutboundAuthority', () => {
 });
 
 describe('DestinationCache', () => {
+  it('parses an authority the same however often and with whichever default port it is asked', () => {
+    const cache = mkCache(new FakeSource(), new ManualClock());
+    const path = (a: string, port?: number): string => {
+      const r = cache.parse(a, port);
+      return r.ok ? r.target.path : `!${r.reason}`;
+    };
+    for (let round = 0; round < 2; round++) {
+      assert.equal(path('web', 80), 'web.demo.svc.cluster.local:80');
+      assert.match(path('web'), /no port/);
+      assert.equal(path('web', 8080), 'web.demo.svc.cluster.local:8080');
+      assert.match(path('a.b.c.d:80', 80), /not a cluster service name/);
+      assert.equal(path('web:9090', 80), 'web.demo.svc.cluster.local:9090');
+    }
+    // Past the memo's bound (it is emptied), parses stay right.
+    for (let i = 0; i < 1500; i++) assert.equal(path(`web-${i}`, 80), `web-${i}.demo.svc.cluster.local:80`);
+    assert.equal(path('web', 80), 'web.demo.svc.cluster.local:80');
+    assert.match(path('web'), /no port/);
+  });
+
   it('shares one stream per authority and keeps the set from add / remove / noEndpoints', async () => {
     const source = new FakeSource();
     const clock = new ManualClock();

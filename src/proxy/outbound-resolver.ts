@@ -98,6 +98,14 @@ export interface DestinationCacheStats {
 const DEFAULT_CLUSTER_DOMAIN = 'cluster.local';
 const DEFAULT_BACKOFF: BackoffOptions = { minMs: 100, maxMs: 10_000 };
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+/** Authorities whose parse {@link DestinationCache.parse} remembers, per kind of call (with or without a default port). */
+const PARSE_MEMO_MAX = 1024;
+
+/** A remembered parse. */
+interface ParsedAuthority {
+  readonly defaultPort: number | undefined;
+  readonly result: OutboundTargetParse;
+}
 
 /**
  * Parses an authority (`host:port`, `[ip6]:port`, or `host` when `defaultPort` is given) into a
@@ -144,7 +152,6 @@ export function parseOutboundAuthority(authority: string, naming: OutboundNaming
 function expandServiceName(host: string, naming: OutboundNaming): string | { reason: string } {
   const domain = (naming.clusterDomain ?? DEFAULT_CLUSTER_DOMAIN).toLowerCase();
   const name = host.toLowerCase().replace(/\.$/, '');
-  const notCluster = { reason: `${JSON.stringify(host)} is not a cluster service name (svc.ns.svc.${domain}, svc.ns.svc, svc.ns or svc)` };
   const suffix = `.svc.${domain}`;
   let labels: string[];
   if (name.endsWith(suffix)) labels = name.slice(0, -suffix.length).split('.');
@@ -152,7 +159,8 @@ function expandServiceName(host: string, naming: OutboundNaming): string | { rea
   else labels = name.split('.');
   if (labels.length === 1 && naming.namespace !== undefined) labels.push(naming.namespace);
   const [svc, ns] = labels;
-  if (labels.length !== 2 || svc === undefined || ns === undefined || !DNS_LABEL.test(svc) || !DNS_LABEL.test(ns)) return notCluster;
+  if (labels.length !== 2 || svc === undefined || ns === undefined || !DNS_LABEL.test(svc) || !DNS_LABEL.test(ns))
+    return { reason: `${JSON.stringify(host)} is not a cluster service name (svc.ns.svc.${domain}, svc.ns.svc, svc.ns or svc)` };
   return `${svc}.${ns}${suffix}`;
 }
 
@@ -193,6 +201,9 @@ function addrKey(ip: string, port: number): string {
 export class DestinationCache {
   readonly #source: DestinationSource;
   readonly #naming: OutboundNaming;
+  /** Parses by authority: calls with a default port (one per caller in practice) and without one. */
+  readonly #parsed = new Map<string, ParsedAuthority>();
+  readonly #parsedNoDefault = new Map<string, ParsedAuthority>();
   readonly #backoff: BackoffOptions;
   readonly #lookupTimeoutMs: number;
   readonly #idleTimeoutMs: number;
@@ -227,9 +238,19 @@ export class DestinationCache {
     return this.#naming;
   }
 
-  /** Parses `authority` with this cache's naming (see {@link parseOutboundAuthority}). */
+  /**
+   * Parses `authority` with this cache's naming (see {@link parseOutboundAuthority}). Results are
+   * remembered per authority and default port (the parse is pure); the memo is emptied once it
+   * holds {@link PARSE_MEMO_MAX} authorities.
+   */
   parse(authority: string, defaultPort?: number): OutboundTargetParse {
-    return parseOutboundAuthority(authority, this.#naming, defaultPort);
+    const memo = defaultPort === undefined ? this.#parsedNoDefault : this.#parsed;
+    const hit = memo.get(authority);
+    if (hit !== undefined && hit.defaultPort === defaultPort) return hit.result;
+    const result = parseOutboundAuthority(authority, this.#naming, defaultPort);
+    if (memo.size >= PARSE_MEMO_MAX) memo.clear();
+    memo.set(authority, { defaultPort, result });
+    return result;
   }
 
   /**
