@@ -24,13 +24,20 @@ const END_STREAM = h2constants.NGHTTP2_FLAG_END_STREAM;
 /** An HTTP/1 request as {@link relayHttp1} sends it upstream. */
 export interface Http1UpstreamRequest {
   readonly method: string;
-  /** Origin-form target. */
+  /** Origin-form target (`/…`). */
   readonly path: string;
-  /** Flat name/value pairs, hop-by-hop headers already dropped (undici refuses them). */
+  /** Flat name/value pairs, hop-by-hop headers already dropped. */
   readonly headers: readonly string[];
+  /**
+   * The upstream is a proxy's HTTP server (a meshed endpoint with the `http1` session protocol:
+   * its proxy answers, and never sends a body to HEAD): the connection is kept after a HEAD
+   * request, which then costs no new mTLS handshake. Otherwise undici closes it, in case a
+   * misbehaving server sends a body anyway.
+   */
+  readonly upstreamIsProxy?: boolean;
 }
 
-/** How {@link relayHttp1} reports an exchange to its caller. */
+/** How {@link relayHttp1} reports an exchange to its caller. The hooks must not throw. */
 export interface Http1RelayHooks {
   /** The request has a connection and is being written (a connect failure comes before this, if at all). */
   sent?(): void;
@@ -38,6 +45,12 @@ export interface Http1RelayHooks {
   head?(status: number, headers: readonly string[]): void;
   /** The response ended; its trailers as pairs (empty without). */
   trailers?(trailers: readonly string[]): void;
+  /**
+   * The request cannot be sent as it is (`reason`: an asterisk-form target, two `Host` headers,
+   * a header a proxy must not forward…); nothing was sent and `res` is untouched: the caller
+   * answers 400.
+   */
+  refused(reason: string): void;
   /**
    * The upstream failed before a response head was relayed (`res` is untouched: the caller
    * answers). `connected` is false for a connect failure: no byte of the request was written and
@@ -48,7 +61,7 @@ export interface Http1RelayHooks {
   unrelayable(err: Error): void;
   /** The upstream failed mid-response; `res` is destroyed right after. */
   aborted(): void;
-  /** The exchange with the upstream is over (completed, failed, or cancelled). */
+  /** The exchange with the upstream is over (completed, failed, refused, or cancelled): once. */
   settled?(): void;
 }
 
@@ -78,35 +91,71 @@ export function announcesBody(raw: readonly string[]): boolean {
   return false;
 }
 
+/** Header names undici refuses in a request (it frames the message itself); a proxy drops them anyway. */
+const REFUSED_BY_UNDICI: ReadonlySet<string> = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'expect']);
+/** What a header value may hold (RFC 9110 §5.5, obs-text included), as undici checks it. */
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+/** A reason phrase relayed as is: printable ASCII (undici decodes it as UTF-8, and node refuses what is not Latin-1). */
+const PRINTABLE_REASON = /^[\t\x20-\x7e]*$/;
+
+/**
+ * Why undici would refuse `request` (its Request constructor throws), or undefined. undici then
+ * reports the error, but its pool also takes the refusal for a busy connection and never uses
+ * that connection again: enough such requests would wedge the pool. So they never reach it.
+ */
+export function refusalOf(request: Http1UpstreamRequest): string | undefined {
+  if (request.path.charCodeAt(0) !== 0x2f /* / */) return `request target ${JSON.stringify(request.path.slice(0, 100))} is not origin-form`;
+  const h = request.headers;
+  let hosts = 0;
+  let lengths = 0;
+  for (let i = 0; i + 1 < h.length; i += 2) {
+    const name = h[i] as string;
+    const value = h[i + 1] as string;
+    const lower = name.toLowerCase();
+    if (lower === 'host') hosts++;
+    else if (lower === 'content-length') lengths++;
+    else if (REFUSED_BY_UNDICI.has(lower)) return `the ${lower} header cannot be forwarded`;
+    if (!HEADER_VALUE.test(value)) return `invalid value of the ${lower} header`;
+  }
+  if (hosts > 1) return 'more than one Host header';
+  if (lengths > 1) return 'more than one Content-Length header';
+  return undefined;
+}
+
 /**
  * One request relayed through undici: its callbacks are undici's raw dispatch handler (undici's
  * own `request` and `stream` use the same), which hands over the response's headers as raw
  * pairs in their order, unparsed.
  */
 class Http1Exchange implements Dispatcher.DispatchHandler {
+  readonly #req: IncomingMessage;
   readonly #res: ServerResponse;
   readonly #hooks: Http1RelayHooks;
   #abort: ((err?: Error) => void) | undefined;
+  #resume: (() => void) | undefined;
   #connected = false;
   #cancelled = false;
   #settled = false;
 
-  constructor(res: ServerResponse, hooks: Http1RelayHooks) {
+  constructor(req: IncomingMessage, res: ServerResponse, hooks: Http1RelayHooks) {
+    this.#req = req;
     this.#res = res;
     this.#hooks = hooks;
   }
 
-  /** The client went away: abort the upstream request (now, or as soon as it has a connection). */
+  /** The client went away: abort the upstream request, or drop it unsent when it has no connection yet. */
   cancel(): void {
     if (this.#cancelled) return;
     this.#cancelled = true;
-    this.#abort?.();
+    if (this.#abort !== undefined) this.#abort();
+    else this.#settle();
   }
 
   onConnect(abort: (err?: Error) => void): void {
     if (this.#cancelled) {
-      abort();
-      return;
+      // Thrown, not abort(): undici then drops the request and keeps the connection (abort would
+      // destroy it, and with it a handshake).
+      throw new Error('the client went away');
     }
     this.#abort = abort;
     this.#connected = true;
@@ -114,6 +163,8 @@ class Http1Exchange implements Dispatcher.DispatchHandler {
   }
 
   onHeaders(status: number, raw: Buffer[], resume: () => void, statusText: string): boolean {
+    // 1xx (102, 103): informational, not the response; node:http's client did not relay them either.
+    if (status < 200) return true;
     const res = this.#res;
     if (this.#cancelled || res.destroyed) {
       this.cancel();
@@ -121,16 +172,20 @@ class Http1Exchange implements Dispatcher.DispatchHandler {
     }
     const headers = filterHttp1Response(latin1Pairs(raw));
     try {
-      if (statusText === '') res.writeHead(status, headers);
+      if (statusText === '' || !PRINTABLE_REASON.test(statusText)) res.writeHead(status, headers);
       else res.writeHead(status, statusText, headers);
     } catch (e) {
-      // A response node refuses to relay (an invalid status or header): the caller answers.
+      // A response node refuses to relay (an invalid status or header): the caller answers, with
+      // its own reason phrase (node keeps the one it refused otherwise).
+      res.statusMessage = '';
       this.#cancelled = true;
       this.#abort?.();
+      this.#keepAliveUnlessBodyLost();
       this.#hooks.unrelayable(e instanceof Error ? e : new Error(String(e)));
       return false;
     }
     this.#hooks.head?.(res.statusCode, headers);
+    this.#resume = resume;
     res.on('drain', resume);
     return true;
   }
@@ -142,6 +197,7 @@ class Http1Exchange implements Dispatcher.DispatchHandler {
   onComplete(trailers: string[] | Buffer[] | null): void {
     this.#settle();
     const res = this.#res;
+    this.#unhookDrain();
     if (res.destroyed) return;
     const pairs = trailers === null || trailers.length === 0 ? EMPTY : latin1Pairs(trailers as Buffer[]);
     if (pairs.length > 0) res.addTrailers(pairsOf(pairs));
@@ -151,6 +207,7 @@ class Http1Exchange implements Dispatcher.DispatchHandler {
 
   onError(err: Error): void {
     this.#settle();
+    this.#unhookDrain();
     const res = this.#res;
     if (this.#cancelled || res.writableEnded || res.destroyed) return;
     if (res.headersSent) {
@@ -158,13 +215,35 @@ class Http1Exchange implements Dispatcher.DispatchHandler {
       res.destroy();
       return;
     }
+    this.#keepAliveUnlessBodyLost();
     this.#hooks.failed(err, this.#connected);
+  }
+
+  /** Settles without sending: the request was refused before it reached undici. */
+  refuse(reason: string): void {
+    this.#cancelled = true;
+    this.#settle();
+    this.#hooks.refused(reason);
   }
 
   #settle(): void {
     if (this.#settled) return;
     this.#settled = true;
     this.#hooks.settled?.();
+  }
+
+  #unhookDrain(): void {
+    if (this.#resume === undefined) return;
+    this.#res.off('drain', this.#resume);
+    this.#resume = undefined;
+  }
+
+  /**
+   * undici destroys the request body it failed to send: the rest of it is never read, so the
+   * client's connection cannot carry another request after the caller's answer.
+   */
+  #keepAliveUnlessBodyLost(): void {
+    if (this.#req.destroyed && !this.#req.complete) this.#res.shouldKeepAlive = false;
   }
 }
 
@@ -174,10 +253,16 @@ const EMPTY: readonly string[] = [];
  * Sends `request` through `upstream` (an undici pool) with the client's body (`req`, when its
  * headers announce one) and relays the response to `res`: head, body with backpressure,
  * trailers. The client's response closing first cancels the upstream request. undici reads the
- * body only once the request has a connection, so after a connect failure it is still whole.
+ * body only once the request has a connection, so after a connect failure it is still whole. A
+ * request undici would refuse ({@link refusalOf}) is not sent: `hooks.refused`.
  */
 export function relayHttp1(upstream: Dispatcher, req: IncomingMessage, res: ServerResponse, request: Http1UpstreamRequest, hooks: Http1RelayHooks): void {
-  const exchange = new Http1Exchange(res, hooks);
+  const exchange = new Http1Exchange(req, res, hooks);
+  const refusal = refusalOf(request);
+  if (refusal !== undefined) {
+    exchange.refuse(refusal);
+    return;
+  }
   res.once('close', () => {
     if (!res.writableFinished) exchange.cancel();
   });
@@ -187,6 +272,7 @@ export function relayHttp1(upstream: Dispatcher, req: IncomingMessage, res: Serv
       path: request.path,
       headers: request.headers as string[],
       body: announcesBody(req.rawHeaders) ? req : null,
+      ...(request.upstreamIsProxy === true ? { reset: false } : {}),
     },
     exchange,
   );

@@ -6,8 +6,9 @@
  *   authorization) nor any other proxy-to-proxy header;
  * - HTTP/1 hop-by-hop headers (RFC 9110 §7.6.1) are dropped in both directions: `connection` and
  *   every header it names (except `host`), `keep-alive`, `proxy-connection`, `transfer-encoding`
- *   (node re-frames bodies itself), `te`, `upgrade`, `http2-settings`, and `expect` on requests
- *   (the proxy answers `100-continue` itself);
+ *   (bodies are re-framed on each hop: undici frames the request, node the response), `te`,
+ *   `upgrade`, `http2-settings`, and `expect` on requests (the proxy answers `100-continue`
+ *   itself);
  * - the policy sees exactly the headers that are forwarded (minus the proxy's own
  *   `l5d-client-id`), with every value of a repeated header: a route's header match and the
  *   application never read different values.
@@ -30,7 +31,7 @@ export interface Http1RequestHeaders {
   readonly forward: string[];
   /** The `upgrade` header's value when the client asked for a protocol upgrade (dropped from `forward`). */
   readonly upgrade: string | undefined;
-  /** The `transfer-encoding` header's value (dropped from `forward`: node re-frames the body). */
+  /** The `transfer-encoding` header's value (dropped from `forward`: the upstream client re-frames the body). */
   readonly transferEncoding: string | undefined;
 }
 

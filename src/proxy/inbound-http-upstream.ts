@@ -3,7 +3,9 @@
  * `appHost:appPort`, or in transparent mode the pod address a connection to an undeclared port
  * arrived on).
  * HTTP/1: one keep-alive undici `Pool` per application address (STACK.md §2.13); the connection
- * count per address is bounded, requests beyond it queue in the pool. HTTP/2 (and gRPC):
+ * count per address is bounded, requests beyond it queue in the pool. Idle connections close
+ * after undici's keep-alive (4 s, or the application's `Keep-Alive: timeout` hint less 2 s), and
+ * pools left without a connection are dropped every {@link PRUNE_INTERVAL_MS}. HTTP/2 (and gRPC):
  * one `ClientHttp2Session` per application address, shared by every request to it and replaced
  * once it closes, fails or receives a GOAWAY (streams already open on it finish there).
  * nghttp2 queues streams beyond the application's `maxConcurrentStreams` itself.
@@ -12,7 +14,7 @@ import type { OutgoingHttpHeaders } from 'node:http';
 import { type ClientHttp2Session, type ClientHttp2Stream, connect as connectHttp2 } from 'node:http2';
 import { connect as connectTcp } from 'node:net';
 import { requestOptions } from './h2-stream-options.js';
-import { type Pool, relayPool } from './undici-pool.js';
+import { isIdle, type Pool, relayPool } from './undici-pool.js';
 
 /** Settings of an {@link AppUpstream}. */
 export interface AppUpstreamOptions {
@@ -21,6 +23,9 @@ export interface AppUpstreamOptions {
 }
 
 function noop(): void {}
+
+/** How often HTTP/1 pools without a connection are dropped. */
+export const PRUNE_INTERVAL_MS = 30_000;
 
 const SESSION_GONE: ReadonlySet<string> = new Set(['ERR_HTTP2_INVALID_SESSION', 'ERR_HTTP2_GOAWAY_SESSION', 'ERR_HTTP2_OUT_OF_STREAMS']);
 
@@ -34,6 +39,7 @@ export class AppUpstream {
   readonly #maxSockets: number;
   /** By `host|port`. */
   readonly #pools = new Map<string, Pool>();
+  #pruneTimer: NodeJS.Timeout | undefined;
   /** By `host|port`. */
   readonly #sessions = new Map<string, ClientHttp2Session>();
   #closed = false;
@@ -53,7 +59,13 @@ export class AppUpstream {
       const authorityHost = host.includes(':') ? `[${host}]` : host;
       pool = relayPool(`http://${authorityHost}:${port}`, this.#maxSockets);
       if (this.#closed) void pool.destroy();
-      else this.#pools.set(key, pool);
+      else {
+        this.#pools.set(key, pool);
+        if (this.#pruneTimer === undefined) {
+          this.#pruneTimer = setInterval(() => this.prune(), PRUNE_INTERVAL_MS);
+          this.#pruneTimer.unref();
+        }
+      }
     }
     return pool;
   }
@@ -76,9 +88,24 @@ export class AppUpstream {
     }
   }
 
+  /** Drops the HTTP/1 pools that hold no connection and no request (transparent mode makes one per pod address and port). */
+  prune(): void {
+    for (const [key, pool] of this.#pools) {
+      if (!isIdle(pool)) continue;
+      void pool.destroy();
+      this.#pools.delete(key);
+    }
+  }
+
+  /** HTTP/1 pools currently held. */
+  get http1Pools(): number {
+    return this.#pools.size;
+  }
+
   /** Closes every pooled connection and session; later requests fail. */
   close(): void {
     this.#closed = true;
+    clearInterval(this.#pruneTimer);
     for (const p of this.#pools.values()) void p.destroy();
     this.#pools.clear();
     for (const s of this.#sessions.values()) s.destroy();

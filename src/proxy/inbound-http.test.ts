@@ -164,6 +164,19 @@ async function startApp1(): Promise<HttpServer> {
       more();
       return;
     }
+    if (req.url === '/open/hints') {
+      res.writeProcessing();
+      res.writeEarlyHints({ link: '</style.css>; rel=preload; as=style' });
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.end('after hints');
+      return;
+    }
+    if (req.url === '/open/reason') {
+      // A reason phrase with obs-text (Latin-1 0xE9): node writes it as one byte.
+      res.writeHead(299, 'Caf\u00e9', { 'content-length': '6' });
+      res.end('reason');
+      return;
+    }
     if (req.url === '/open/echo') {
       res.writeHead(200, { 'content-type': 'application/octet-stream' });
       req.pipe(res);
@@ -378,6 +391,7 @@ async function raw(port: number, data: string | Buffer, waitMs = WAIT_MS): Promi
 // Suite set-up
 
 const dirs = new TempDirs();
+const APP_SOCKETS = 4;
 let mesh: TestMesh;
 let x: MeshTlsContext;
 let proxyIdentity: string;
@@ -416,7 +430,8 @@ before(async () => {
     listen: { host: HOST, meshPort: 0, appPorts: [0, 0, 0] },
     detectTimeoutMs: 1000,
     logger: createLogger({ level: 'info', destination: { write: (line: string) => logLines.push(line) } }),
-    http: { headersTimeoutMs: HEADERS_TIMEOUT_MS, timeoutCheckIntervalMs: CHECK_MS },
+    // Few connections per application port: a request that used one up for good would show.
+    http: { headersTimeoutMs: HEADERS_TIMEOUT_MS, timeoutCheckIntervalMs: CHECK_MS, maxAppSocketsPerPort: APP_SOCKETS },
   });
   const bound = await proxy.start();
   meshPort = bound.meshPort;
@@ -528,6 +543,45 @@ describe('InboundHttp: HTTP/1.1', () => {
     assert.deepEqual(headerValues(z as Seen, 'content-length'), ['5']);
     assert.deepEqual(headerValues(z as Seen, 'transfer-encoding'), []);
     assert.equal(z?.body, 'hello');
+  });
+
+  it('answers 400 to a request it cannot forward as sent (two Host headers), closes, and keeps serving past its pool size', async () => {
+    policies.set(portH1, detectWeb());
+    const before = seen.length;
+    for (let i = 0; i < APP_SOCKETS + 2; i++) {
+      const twoHosts = await raw(portH1, 'GET /open/two-hosts HTTP/1.1\r\nHost: web\r\nHost: evil\r\n\r\n');
+      assert.match(twoHosts, /^HTTP\/1\.1 400 /, twoHosts);
+      assert.match(twoHosts, /connection: close/i);
+    }
+    assert.equal(seen.length, before, 'the application saw none of them');
+    const after = await Promise.all(Array.from({ length: APP_SOCKETS + 1 }, (_, i) => h1(portH1, `/open/after/${i}`)));
+    assert.deepEqual(
+      after.map((r) => r.status),
+      Array.from({ length: APP_SOCKETS + 1 }, () => 200),
+    );
+    assert.equal(proxy.stats().httpErrors['bad request'], APP_SOCKETS + 2);
+  });
+
+  it('skips 1xx informational responses and relays the final one; a reason phrase it cannot relay as is becomes the default', async () => {
+    policies.set(portH1, detectWeb());
+    const hints = await h1(portH1, '/open/hints');
+    assert.equal(hints.status, 200);
+    assert.equal(hints.body.toString(), 'after hints');
+    const reason = await new Promise<{ status: number; message: string; body: string }>((resolve, reject) => {
+      const req = httpRequest({ host: HOST, port: portH1, localAddress: FROM, path: '/open/reason', agent: false });
+      req.on('socket', (sock: Socket) => track(sock));
+      req.on('error', reject);
+      req.on('response', (res: IncomingMessage) => {
+        let body = '';
+        res.setEncoding('latin1');
+        res.on('data', (c: string) => {
+          body += c;
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, message: res.statusMessage ?? '', body }));
+      });
+      req.end();
+    });
+    assert.deepEqual(reason, { status: 299, message: 'unknown', body: 'reason' });
   });
 
   it('holds the application back while the client does not read (backpressure), instead of buffering its response', async () => {

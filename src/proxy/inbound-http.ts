@@ -35,7 +35,8 @@
  *   other malformed framing with 400 before a request exists; a Transfer-Encoding whose final
  *   coding is not chunked (which node refuses only after the headers) is answered 400 here. Such
  *   requests never reach the application and the connection is closed. Bodies are re-framed by
- *   node toward the application, never relayed as raw bytes.
+ *   undici toward the application, never relayed as raw bytes. A request undici cannot send as it
+ *   came (an asterisk-form `OPTIONS *`, two Host headers) is answered 400 and the connection closed.
  * - Limits: the header block is bounded (`maxHeaderBytes`, 431) and must arrive within
  *   `headersTimeoutMs` of the request's first byte (408; node's coarse connection check, no timer
  *   per request). An HTTP/2 client's connection preface and first SETTINGS frame must arrive
@@ -546,7 +547,7 @@ export class InboundHttp {
     if (ctx.meshedId !== undefined) headers.push(L5D_PROXY_ERROR, safeHeaderValue(reason));
     res.writeHead(status, headers);
     res.end();
-    this.#boundDiscardedBody(res.req);
+    this.#boundDiscardedBody(res);
   }
 
   /**
@@ -555,10 +556,13 @@ export class InboundHttp {
    * deadline, else the connection is closed. (Checked when the timer fires: `complete` is not yet
    * set while a request without a body is being answered.)
    */
-  #boundDiscardedBody(req: IncomingMessage): void {
-    if (req.complete) return;
+  #boundDiscardedBody(res: ServerResponse): void {
+    const req = res.req;
+    // The connection's socket, held here: undici unsets `req.socket` when it destroys a body it failed to send.
+    const socket = res.socket;
+    if (req.complete || socket === null) return;
     const timer = setTimeout(() => {
-      if (!req.complete) req.socket.destroy();
+      if (!req.complete) socket.destroy();
     }, this.#headersTimeoutMs);
     timer.unref();
     const clear = (): void => clearTimeout(timer);
@@ -583,6 +587,13 @@ export class InboundHttp {
       {
         head: (status, h) => ex?.head(status, grpcStatusValue(headerValue(h, 'grpc-status'))),
         trailers: (t) => ex?.trailers(grpcStatusValue(headerValue(t, 'grpc-status'))),
+        refused: (reason) => {
+          this.#error(ctx, 'bad request');
+          ex?.fail('bad request');
+          if (this.#log.isLevelEnabled('debug')) this.#log.debug({ client: ctx.remote, port: ctx.port, reason }, 'inbound HTTP request cannot be forwarded');
+          res.shouldKeepAlive = false;
+          this.#respond1(res, ctx, 400, reason);
+        },
         failed: (err) => {
           this.#error(ctx, 'app unreachable');
           ex?.fail('app unreachable');

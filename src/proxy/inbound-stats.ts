@@ -52,7 +52,10 @@ export type InboundHttpErrorReason =
   | 'app unreachable'
   /** The application failed in the middle of a response: the client's response is reset. */
   | 'app response aborted'
-  /** The HTTP/1 parser refused the request (malformed, CL+TE, duplicate Content-Length…): 400, closed. */
+  /**
+   * The HTTP/1 parser refused the request (malformed, CL+TE, duplicate Content-Length…), or it
+   * cannot be forwarded as sent (an asterisk-form target, two Host headers): 400, closed.
+   */
   | 'bad request'
   /** The request headers exceed the size limit: 431, closed. */
   | 'request headers too large'

@@ -30,7 +30,7 @@ import type { WorkloadCertificate } from '../identity/index.js';
 import { errorMessage, type Logger, MeshError, silentLogger } from '../shared/index.js';
 import { meshClientOptions, TRANSPORT_HEADER_ALPN } from './tls-context.js';
 import { encodeTransportHeader, type SessionProtocol } from './transport-header.js';
-import { type Pool, relayPool } from './undici-pool.js';
+import { isIdle, type Pool, relayPool } from './undici-pool.js';
 
 /** The upstream proxies' mesh (inbound) port. */
 export const DEFAULT_MESH_PORT = 4143;
@@ -145,12 +145,6 @@ function hostPort(ip: string, port: number): string {
 /** Pool key: one pool per address, identity, mesh port and protocol. */
 function poolKey(e: DestinationEndpoint, meshPort: number, protocol: OutboundProtocol): string {
   return `${e.ip}|${e.port}|${identityOf(e) ?? ''}|${e.serverName ?? ''}|${meshPort}|${protocol}`;
-}
-
-/** True while `pool` holds a connection or has requests queued or running. */
-function isBusy(pool: Pool): boolean {
-  const st = pool.stats;
-  return st.connected > 0 || st.size > 0;
 }
 
 interface SessionSlot {
@@ -341,7 +335,7 @@ export class OutboundConnector {
   /** Drops the HTTP/1 pools that hold no connection and no queued request. */
   prune(): void {
     for (const [key, pool] of this.#pools) {
-      if (isBusy(pool)) continue;
+      if (!isIdle(pool)) continue;
       void pool.destroy();
       this.#pools.delete(key);
     }

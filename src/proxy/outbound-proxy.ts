@@ -495,17 +495,19 @@ export class OutboundProxy {
     }
     ex?.attempt(ep);
     const done = this.#load.startRequest(this.#key(ep));
-    const pool = this.#connector.pool1(ep, this.#protocolFor(ep, 'http1') === 'opaque' ? 'opaque' : 'http1');
+    const protocol = this.#protocolFor(ep, 'http1') === 'opaque' ? 'opaque' : 'http1';
+    const pool = this.#connector.pool1(ep, protocol);
     relayHttp1(
       pool,
       req,
       res,
-      { method: req.method ?? 'GET', path, headers },
+      { method: req.method ?? 'GET', path, headers, upstreamIsProxy: protocol === 'http1' && this.#connector.isMeshed(ep) },
       {
         sent: () => ex?.sent(),
         head: (status, h) => ex?.head(status, grpcStatusValue(headerValue(h, 'grpc-status'))),
         trailers: (t) => ex?.trailers(grpcStatusValue(headerValue(t, 'grpc-status'))),
         settled: done,
+        refused: (reason) => this.#reply1(res, { status: 400, reason: 'bad request', detail: reason }, ex),
         failed: (err, connected) => {
           if (!connected && isConnectError(err)) {
             if (this.#retryAfter(ep, err, endpoints, failed)) {

@@ -239,15 +239,17 @@ export class DestinationCache {
   }
 
   /**
-   * Parses `authority` with this cache's naming (see {@link parseOutboundAuthority}). Results are
-   * remembered per authority and default port (the parse is pure); the memo is emptied once it
-   * holds {@link PARSE_MEMO_MAX} authorities.
+   * Parses `authority` with this cache's naming (see {@link parseOutboundAuthority}). Successful
+   * parses are remembered per authority and default port (the parse is pure); the memo is emptied
+   * once it holds {@link PARSE_MEMO_MAX} authorities.
    */
   parse(authority: string, defaultPort?: number): OutboundTargetParse {
     const memo = defaultPort === undefined ? this.#parsedNoDefault : this.#parsed;
     const hit = memo.get(authority);
     if (hit !== undefined && hit.defaultPort === defaultPort) return hit.result;
     const result = parseOutboundAuthority(authority, this.#naming, defaultPort);
+    // Only what parsed: a valid authority is short (DNS labels, an IP), a refused one can be any size.
+    if (!result.ok) return result;
     if (memo.size >= PARSE_MEMO_MAX) memo.clear();
     memo.set(authority, { defaultPort, result });
     return result;

@@ -35,3 +35,9 @@ export function relayPool(origin: string, connections: number, opts: RelayPoolOp
     ...(opts.idleTimeoutMs === undefined ? {} : { keepAliveTimeout: opts.idleTimeoutMs, keepAliveMaxTimeout: opts.idleTimeoutMs }),
   });
 }
+
+/** True when `pool` holds no connection and has no request queued or running: it can be dropped. */
+export function isIdle(pool: Pool): boolean {
+  const st = pool.stats;
+  return st.connected === 0 && st.size === 0;
+}
