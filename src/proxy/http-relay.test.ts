@@ -1,27 +1,64 @@
 import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
 import { describe, it } from 'node:test';
-import { announcesBody, headerValue, refusalOf } from './http-relay.js';
+import { announcesBody, type Http1UpstreamRequest, headerValue, refusalOf } from './http-relay.js';
+
+/** undici's own request validation (what its pool would run, and then wedge on a refusal). */
+const UndiciRequest = createRequire(import.meta.url)('undici/lib/core/request.js') as new (
+  origin: string,
+  opts: { method: string; path: string; headers: string[]; body: null },
+  handler: object,
+) => unknown;
+const handler = { onConnect() {}, onHeaders: () => true, onData: () => true, onComplete() {}, onError() {} };
+
+function undiciRefuses(r: Http1UpstreamRequest): boolean {
+  try {
+    new UndiciRequest('http://127.0.0.1:1', { method: r.method, path: r.path, headers: [...r.headers], body: null }, handler);
+    return false;
+  } catch {
+    return true;
+  }
+}
+
+const OK: Http1UpstreamRequest = { method: 'GET', path: '/a?b=c', headers: ['Host', 'web', 'X-A', 'caf\u00e9', 'content-length', '3'] };
+
+/** Request shapes and why ward refuses them (undefined: forwarded). */
+const CASES: [string[] | string, RegExp | undefined][] = [
+  [['Host', 'web:8080'], undefined],
+  [['Host', '[::1]:8080'], undefined],
+  [['Host', '10.0.0.1'], undefined],
+  [[], undefined],
+  [['te', 'trailers', 'x-long-header-name-of-17', 'v'], undefined],
+  ['*', /not origin-form/],
+  ['http://web/a', /not origin-form/],
+  [['Host', 'web', 'host', 'evil'], /more than one Host/],
+  [['Host', '[x'], /invalid Host/],
+  [['Host', '[::1:80'], /invalid Host/],
+  [['Content-Length', '1', 'content-length', '1'], /more than one Content-Length/],
+  [['Connection', 'close'], /connection header cannot be forwarded/],
+  [['Transfer-Encoding', 'chunked'], /transfer-encoding header/],
+  [['Keep-Alive', 'timeout=5'], /keep-alive header/],
+  [['Upgrade', 'websocket'], /upgrade header/],
+  [['Expect', '100-continue'], /expect header/],
+  [['X-Bad', 'a\r\nInjected: yes'], /invalid value of the x-bad header/],
+  [['X-Bad', 'snow \u2603'], /invalid value/],
+];
 
 describe('relayHttp1 helpers', () => {
   it('refuses before undici what undici would refuse (its pool would then never use that connection again)', () => {
-    const ok = { method: 'GET', path: '/a?b=c', headers: ['Host', 'web', 'X-A', 'caf\u00e9', 'content-length', '3'] };
-    assert.equal(refusalOf(ok), undefined);
-    const cases: [string[] | string, RegExp][] = [
-      ['*', /not origin-form/],
-      ['http://web/a', /not origin-form/],
-      [['Host', 'web', 'host', 'evil'], /more than one Host/],
-      [['Content-Length', '1', 'content-length', '1'], /more than one Content-Length/],
-      [['Connection', 'close'], /connection header cannot be forwarded/],
-      [['Transfer-Encoding', 'chunked'], /transfer-encoding header/],
-      [['Keep-Alive', 'timeout=5'], /keep-alive header/],
-      [['Upgrade', 'websocket'], /upgrade header/],
-      [['Expect', '100-continue'], /expect header/],
-      [['X-Bad', 'a\r\nInjected: yes'], /invalid value of the x-bad header/],
-      [['X-Bad', 'snow \u2603'], /invalid value/],
-    ];
-    for (const [c, re] of cases) {
-      const request = typeof c === 'string' ? { ...ok, path: c } : { ...ok, headers: c };
-      assert.match(refusalOf(request) ?? 'accepted', re, JSON.stringify(c));
+    assert.equal(refusalOf(OK), undefined);
+    for (const [c, re] of CASES) {
+      const request = typeof c === 'string' ? { ...OK, path: c } : { ...OK, headers: c };
+      const refusal = refusalOf(request);
+      if (re === undefined) assert.equal(refusal, undefined, JSON.stringify(c));
+      else assert.match(refusal ?? 'accepted', re, JSON.stringify(c));
+    }
+  });
+
+  it('agrees with undici: whatever undici would refuse, refusalOf refuses first', () => {
+    for (const [c] of CASES) {
+      const request = typeof c === 'string' ? { ...OK, path: c } : { ...OK, headers: c };
+      if (undiciRefuses(request)) assert.notEqual(refusalOf(request), undefined, `undici refuses ${JSON.stringify(c)} but refusalOf does not`);
     }
   });
 

@@ -114,8 +114,12 @@ export function refusalOf(request: Http1UpstreamRequest): string | undefined {
     const n = name.length;
     if (n === 4 || n === 6 || n === 7 || n === 10 || n === 14 || n === 17) {
       const lower = name.toLowerCase();
-      if (lower === 'host') hosts++;
-      else if (lower === 'content-length') lengths++;
+      if (lower === 'host') {
+        hosts++;
+        // undici asserts that a bracketed host (an IPv6 literal) closes its bracket.
+        const value = h[i + 1] as string;
+        if (value.charCodeAt(0) === 0x5b /* [ */ && !value.includes(']')) return 'invalid Host header';
+      } else if (lower === 'content-length') lengths++;
       else if (REFUSED_BY_UNDICI.has(lower)) return `the ${lower} header cannot be forwarded`;
     }
     if (!HEADER_VALUE.test(h[i + 1] as string)) return `invalid value of the ${name.toLowerCase()} header`;
@@ -157,7 +161,8 @@ class Http1Exchange implements Dispatcher.DispatchHandler {
   onConnect(abort: (err?: Error) => void): void {
     if (this.#cancelled) {
       // Thrown, not abort(): undici then drops the request and keeps the connection (abort would
-      // destroy it, and with it a handshake).
+      // destroy it, and with it a handshake). A request with a body does not get here: its body
+      // failed when the client went away, and undici aborts such a request, connection and all.
       throw new Error('the client went away');
     }
     this.#abort = abort;

@@ -164,6 +164,11 @@ async function startApp1(): Promise<HttpServer> {
       more();
       return;
     }
+    if (req.url === '/open/drop-upload') {
+      // Hangs up on the upload after its first bytes, without a response.
+      req.once('data', () => req.socket.destroy());
+      return;
+    }
     if (req.url === '/open/hints') {
       res.writeProcessing();
       res.writeEarlyHints({ link: '</style.css>; rel=preload; as=style' });
@@ -545,13 +550,15 @@ describe('InboundHttp: HTTP/1.1', () => {
     assert.equal(z?.body, 'hello');
   });
 
-  it('answers 400 to a request it cannot forward as sent (two Host headers), closes, and keeps serving past its pool size', async () => {
+  it('answers 400 to a request it cannot forward as sent (two Host headers, an unclosed [), closes, and keeps serving past its pool size', async () => {
     policies.set(portH1, detectWeb());
     const before = seen.length;
     for (let i = 0; i < APP_SOCKETS + 2; i++) {
       const twoHosts = await raw(portH1, 'GET /open/two-hosts HTTP/1.1\r\nHost: web\r\nHost: evil\r\n\r\n');
       assert.match(twoHosts, /^HTTP\/1\.1 400 /, twoHosts);
       assert.match(twoHosts, /connection: close/i);
+      const openBracket = await raw(portH1, 'GET /open/bracket HTTP/1.1\r\nHost: [x\r\n\r\n');
+      assert.match(openBracket, /^HTTP\/1\.1 400 /, openBracket);
     }
     assert.equal(seen.length, before, 'the application saw none of them');
     const after = await Promise.all(Array.from({ length: APP_SOCKETS + 1 }, (_, i) => h1(portH1, `/open/after/${i}`)));
@@ -559,7 +566,34 @@ describe('InboundHttp: HTTP/1.1', () => {
       after.map((r) => r.status),
       Array.from({ length: APP_SOCKETS + 1 }, () => 200),
     );
-    assert.equal(proxy.stats().httpErrors['bad request'], APP_SOCKETS + 2);
+    assert.equal(proxy.stats().httpErrors['bad request'], 2 * (APP_SOCKETS + 2));
+  });
+
+  it("answers 502 and closes when the application hangs up mid-upload, and outlives the unread body's deadline", async () => {
+    policies.set(portH1, detectWeb());
+    const reply = await new Promise<{ status: number; connection: string | undefined }>((resolve, reject) => {
+      const req = httpRequest({
+        host: HOST,
+        port: portH1,
+        localAddress: FROM,
+        path: '/open/drop-upload',
+        method: 'POST',
+        headers: { 'content-length': String(1024 * 1024) },
+        agent: false,
+      });
+      req.on('socket', (sock: Socket) => track(sock));
+      req.on('error', reject);
+      req.on('response', (res: IncomingMessage) => {
+        res.resume();
+        resolve({ status: res.statusCode ?? 0, connection: res.headers.connection });
+      });
+      // Part of the body only: the rest never comes.
+      req.write(Buffer.alloc(64 * 1024, 'u'));
+    });
+    assert.deepEqual(reply, { status: 502, connection: 'close' });
+    // The discarded-body deadline passes with the proxy still serving.
+    await sleep(HEADERS_TIMEOUT_MS + 300);
+    assert.equal((await h1(portH1, '/open/still-there')).status, 200);
   });
 
   it('skips 1xx informational responses and relays the final one; a reason phrase it cannot relay as is becomes the default', async () => {
