@@ -1,7 +1,12 @@
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { createServer, request as httpRequest } from 'node:http';
 import { createRequire } from 'node:module';
-import { describe, it } from 'node:test';
-import { announcesBody, type Http1UpstreamRequest, headerValue, refusalOf } from './http-relay.js';
+import type { AddressInfo } from 'node:net';
+import { after, describe, it } from 'node:test';
+import { announcesBody, type Http1UpstreamRequest, headerValue, refusalOf, relayHttp1 } from './http-relay.js';
+import { within } from './identity-test-helpers.js';
+import { type Pool, relayPool } from './undici-pool.js';
 
 /** undici's own request validation (what its pool would run, and then wedge on a refusal). */
 const UndiciRequest = createRequire(import.meta.url)('undici/lib/core/request.js') as new (
@@ -69,5 +74,80 @@ describe('relayHttp1 helpers', () => {
     assert.equal(announcesBody(['Content-Lengthy', '1', 'x-transfer-encoding', 'chunked']), false);
     assert.equal(headerValue(['Grpc-Status', '7', 'grpc-status', '0'], 'grpc-status'), '7');
     assert.equal(headerValue(['grpc-statuses', '7'], 'grpc-status'), undefined);
+  });
+});
+
+describe('relayHttp1 against undici', () => {
+  const app = createServer((req, res) => {
+    req.resume();
+    res.end(`app ${req.url}`);
+  });
+  let pool: Pool | undefined;
+  let appOrigin = '';
+  /** As the proxies' pool owners do: a closed pool is replaced. One connection, so a wedged one shows. */
+  const current = (): Pool => {
+    if (pool === undefined || pool.closed || pool.destroyed) pool = relayPool(appOrigin, 1);
+    return pool;
+  };
+  const front = createServer((req, res) => {
+    // A header name node's parser would never pass: refusalOf does not look at names, undici does.
+    const headers = req.url === '/bad' ? ['bad name', 'x'] : ['host', 'app'];
+    relayHttp1(
+      current(),
+      req,
+      res,
+      { method: 'GET', path: req.url ?? '/', headers },
+      {
+        refused: (reason) => {
+          res.writeHead(400, { 'content-type': 'text/plain' });
+          res.end(reason);
+        },
+        failed: (err) => {
+          res.writeHead(502);
+          res.end(err.message);
+        },
+        unrelayable: () => res.destroy(),
+        aborted: () => {},
+      },
+    );
+  });
+  after(() => {
+    void pool?.destroy();
+    app.close();
+    front.close();
+  });
+
+  function get(port: number, path: string): Promise<{ status: number; body: string }> {
+    return within(
+      new Promise((resolve, reject) => {
+        httpRequest({ host: '127.0.0.1', port, path, agent: false }, (res) => {
+          let body = '';
+          res.setEncoding('utf8');
+          res.on('data', (c: string) => {
+            body += c;
+          });
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        })
+          .on('error', reject)
+          .end();
+      }),
+      5000,
+      `GET ${path}`,
+    );
+  }
+
+  it('answers 400 when undici refuses what refusalOf let through, and retires the pool so the next request is served', async () => {
+    app.listen(0, '127.0.0.1');
+    front.listen(0, '127.0.0.1');
+    await Promise.all([once(app, 'listening'), once(front, 'listening')]);
+    appOrigin = `http://127.0.0.1:${(app.address() as AddressInfo).port}`;
+    const port = (front.address() as AddressInfo).port;
+    assert.equal((await get(port, '/first')).status, 200);
+    const first = current();
+    const bad = await get(port, '/bad');
+    assert.equal(bad.status, 400);
+    assert.match(bad.body, /cannot be forwarded/);
+    assert.equal(first.closed, true, 'the pool undici wedged is retired');
+    assert.deepEqual(await get(port, '/after'), { status: 200, body: 'app /after' });
   });
 });

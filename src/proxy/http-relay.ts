@@ -91,6 +91,14 @@ export function announcesBody(raw: readonly string[]): boolean {
   return false;
 }
 
+function noop(): void {}
+
+/** The errors undici's Request constructor throws for a request it will not send (invalid argument, unsupported, a failed assertion). */
+function isUndiciRefusal(err: Error): boolean {
+  const code = (err as { code?: unknown }).code;
+  return code === 'UND_ERR_INVALID_ARG' || code === 'UND_ERR_NOT_SUPPORTED' || code === 'ERR_ASSERTION';
+}
+
 /** Header names undici refuses in a request (it frames the message itself); a proxy drops them anyway. */
 const REFUSED_BY_UNDICI: ReadonlySet<string> = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'expect']);
 /** What a header value may hold (RFC 9110 §5.5, obs-text included), as undici checks it. */
@@ -144,10 +152,13 @@ class Http1Exchange implements Dispatcher.DispatchHandler {
   #cancelled = false;
   #settled = false;
 
-  constructor(req: IncomingMessage, res: ServerResponse, hooks: Http1RelayHooks) {
+  readonly #retire: () => void;
+
+  constructor(req: IncomingMessage, res: ServerResponse, hooks: Http1RelayHooks, retire: () => void) {
     this.#req = req;
     this.#res = res;
     this.#hooks = hooks;
+    this.#retire = retire;
   }
 
   /** The client went away: abort the upstream request, or drop it unsent when it has no connection yet. */
@@ -216,6 +227,14 @@ class Http1Exchange implements Dispatcher.DispatchHandler {
   onError(err: Error): void {
     this.#settle();
     this.#unhookDrain();
+    if (!this.#connected && isUndiciRefusal(err)) {
+      // undici refused the request itself: a shape refusalOf missed. Its pool has taken that for
+      // a busy connection it will never use again, so the pool is retired (it finishes what it
+      // runs; its owner makes a new one) and the client is answered as for refusalOf.
+      this.#retire();
+      if (!this.#cancelled && !this.#res.headersSent && !this.#res.destroyed) this.#hooks.refused(`the request cannot be forwarded: ${err.message}`);
+      return;
+    }
     const res = this.#res;
     if (this.#cancelled || res.writableEnded || res.destroyed) return;
     if (res.headersSent) {
@@ -262,10 +281,14 @@ const EMPTY: readonly string[] = [];
  * headers announce one) and relays the response to `res`: head, body with backpressure,
  * trailers. The client's response closing first cancels the upstream request. undici reads the
  * body only once the request has a connection, so after a connect failure it is still whole. A
- * request undici would refuse ({@link refusalOf}) is not sent: `hooks.refused`.
+ * request undici would refuse ({@link refusalOf}) is not sent: `hooks.refused`. Should undici
+ * refuse one all the same, `upstream` is closed (gracefully): its owner must not hand out a
+ * closed pool.
  */
 export function relayHttp1(upstream: Dispatcher, req: IncomingMessage, res: ServerResponse, request: Http1UpstreamRequest, hooks: Http1RelayHooks): void {
-  const exchange = new Http1Exchange(req, res, hooks);
+  const exchange = new Http1Exchange(req, res, hooks, () => {
+    upstream.close().catch(noop);
+  });
   const refusal = refusalOf(request);
   if (refusal !== undefined) {
     exchange.refuse(refusal);

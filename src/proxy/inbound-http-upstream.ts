@@ -55,7 +55,8 @@ export class AppUpstream {
   pool1(host: string, port: number): Pool {
     const key = `${host}|${port}`;
     let pool = this.#pools.get(key);
-    if (pool === undefined) {
+    // A closed pool (retired by the relay) finishes its requests on its own; a new one takes its place.
+    if (pool === undefined || pool.closed || pool.destroyed) {
       const authorityHost = host.includes(':') ? `[${host}]` : host;
       pool = relayPool(`http://${authorityHost}:${port}`, this.#maxSockets);
       if (this.#closed) void pool.destroy();

@@ -251,10 +251,11 @@ export class OutboundConnector {
     // pool on it rather than build the pool's key for every request.
     const byEndpoint = protocol === 'http1' ? this.#http1PoolOf : this.#opaquePoolOf;
     const known = byEndpoint.get(endpoint);
-    if (known !== undefined && !known.destroyed) return known;
+    if (known !== undefined && !known.destroyed && !known.closed) return known;
     const key = poolKey(endpoint, this.#meshPortOfSafe(endpoint), protocol);
     let pool = this.#pools.get(key);
-    if (pool === undefined || this.#closed) {
+    // A closed pool (retired by the relay) finishes its requests on its own; a new one takes its place.
+    if (pool === undefined || pool.closed || pool.destroyed || this.#closed) {
       pool = relayPool(`http://${hostPort(endpoint.ip, endpoint.port)}`, this.#maxSockets, {
         // Asynchronous: a request gets its connection (and writes its first byte) only once the
         // handshake, the checks and the transport header are done.
