@@ -14,7 +14,7 @@ import type { OutgoingHttpHeaders } from 'node:http';
 import { type ClientHttp2Session, type ClientHttp2Stream, connect as connectHttp2 } from 'node:http2';
 import { connect as connectTcp } from 'node:net';
 import { requestOptions } from './h2-stream-options.js';
-import { isIdle, type Pool, relayPool } from './undici-pool.js';
+import { dropIdle, isOpen, type Pool, relayPool } from './undici-pool.js';
 
 /** Settings of an {@link AppUpstream}. */
 export interface AppUpstreamOptions {
@@ -56,7 +56,7 @@ export class AppUpstream {
     const key = `${host}|${port}`;
     let pool = this.#pools.get(key);
     // A closed pool (retired by the relay) finishes its requests on its own; a new one takes its place.
-    if (pool === undefined || pool.closed || pool.destroyed) {
+    if (!isOpen(pool)) {
       const authorityHost = host.includes(':') ? `[${host}]` : host;
       pool = relayPool(`http://${authorityHost}:${port}`, this.#maxSockets);
       if (this.#closed) void pool.destroy();
@@ -91,11 +91,7 @@ export class AppUpstream {
 
   /** Drops the HTTP/1 pools that hold no connection and no request (transparent mode makes one per pod address and port). */
   prune(): void {
-    for (const [key, pool] of this.#pools) {
-      if (!isIdle(pool)) continue;
-      void pool.destroy();
-      this.#pools.delete(key);
-    }
+    dropIdle(this.#pools);
   }
 
   /** HTTP/1 pools currently held. */

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import {
   Agent,
+  type ClientRequest,
   createServer as createHttpServer,
   type Server as HttpServer,
   request as httpRequest,
@@ -272,6 +273,8 @@ function grpcFrame(message: string): Buffer {
 
 interface Reply {
   readonly status: number;
+  /** The reason phrase. */
+  readonly message: string;
   readonly headers: IncomingHttpHeaders;
   readonly body: Buffer;
   readonly trailers: NodeJS.Dict<string>;
@@ -324,12 +327,30 @@ function h1(port: number, path: string, opts: H1Options = {}): Promise<Reply> {
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('error', reject);
       res.on('end', () =>
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks), trailers: res.trailers, localPort: res.socket?.localPort }),
+        resolve({
+          status: res.statusCode ?? 0,
+          message: res.statusMessage ?? '',
+          headers: res.headers,
+          body: Buffer.concat(chunks),
+          trailers: res.trailers,
+          localPort: res.socket?.localPort,
+        }),
       );
     });
     req.end(opts.body);
   });
   return within(p, WAIT_MS, `HTTP/1 ${path}`);
+}
+
+/** A GET whose response has begun: resolves once its head and first body chunk have arrived. */
+async function firstChunkOf(port: number, path: string): Promise<{ req: ClientRequest; res: IncomingMessage }> {
+  const req = httpRequest({ host: HOST, port, localAddress: FROM, path, agent: false });
+  req.on('socket', (s: Socket) => track(s));
+  req.on('error', () => {});
+  req.end();
+  const [res] = (await within(once(req, 'response'), WAIT_MS, 'the response head')) as [IncomingMessage];
+  await within(once(res, 'data'), WAIT_MS, 'the first chunk');
+  return { req, res };
 }
 
 function h2Session(port: number, tls?: ConnectionOptions, preface?: Buffer): ClientHttp2Session {
@@ -601,31 +622,16 @@ describe('InboundHttp: HTTP/1.1', () => {
     const hints = await h1(portH1, '/open/hints');
     assert.equal(hints.status, 200);
     assert.equal(hints.body.toString(), 'after hints');
-    const reason = await new Promise<{ status: number; message: string; body: string }>((resolve, reject) => {
-      const req = httpRequest({ host: HOST, port: portH1, localAddress: FROM, path: '/open/reason', agent: false });
-      req.on('socket', (sock: Socket) => track(sock));
-      req.on('error', reject);
-      req.on('response', (res: IncomingMessage) => {
-        let body = '';
-        res.setEncoding('latin1');
-        res.on('data', (c: string) => {
-          body += c;
-        });
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, message: res.statusMessage ?? '', body }));
-      });
-      req.end();
-    });
-    assert.deepEqual(reason, { status: 299, message: 'unknown', body: 'reason' });
+    const reason = await h1(portH1, '/open/reason');
+    assert.deepEqual(
+      { status: reason.status, message: reason.message, body: reason.body.toString('latin1') },
+      { status: 299, message: 'unknown', body: 'reason' },
+    );
   });
 
   it('holds the application back while the client does not read (backpressure), instead of buffering its response', async () => {
     policies.set(portH1, detectWeb());
-    const req = httpRequest({ host: HOST, port: portH1, localAddress: FROM, path: '/open/big', agent: false });
-    req.on('socket', (s: Socket) => track(s));
-    req.on('error', () => {});
-    req.end();
-    const [res] = (await within(once(req, 'response'), WAIT_MS, 'the response head')) as [IncomingMessage];
-    await within(once(res, 'data'), WAIT_MS, 'the first chunk');
+    const { req, res } = await firstChunkOf(portH1, '/open/big');
     res.pause();
     // Wait until the application stops writing (socket buffers full along the way), at most 3 s.
     let last = -1;
@@ -660,12 +666,7 @@ describe('InboundHttp: HTTP/1.1', () => {
 
   it('aborts the request to the application when the client goes away mid-response', async () => {
     policies.set(portH1, detectWeb());
-    const req = httpRequest({ host: HOST, port: portH1, localAddress: FROM, path: '/open/hang', agent: false });
-    req.on('socket', (s: Socket) => track(s));
-    req.on('error', () => {});
-    req.end();
-    const [res] = (await within(once(req, 'response'), WAIT_MS, 'the response head')) as [IncomingMessage];
-    await within(once(res, 'data'), WAIT_MS, 'the first chunk');
+    const { req } = await firstChunkOf(portH1, '/open/hang');
     req.destroy();
     await waitFor(() => seen[0]?.aborted === true, 'the application request to be aborted', WAIT_MS);
   });

@@ -30,7 +30,7 @@ import type { WorkloadCertificate } from '../identity/index.js';
 import { errorMessage, type Logger, MeshError, silentLogger } from '../shared/index.js';
 import { meshClientOptions, TRANSPORT_HEADER_ALPN } from './tls-context.js';
 import { encodeTransportHeader, type SessionProtocol } from './transport-header.js';
-import { isIdle, type Pool, relayPool } from './undici-pool.js';
+import { dropIdle, isOpen, type Pool, relayPool } from './undici-pool.js';
 
 /** The upstream proxies' mesh (inbound) port. */
 export const DEFAULT_MESH_PORT = 4143;
@@ -251,11 +251,11 @@ export class OutboundConnector {
     // pool on it rather than build the pool's key for every request.
     const byEndpoint = protocol === 'http1' ? this.#http1PoolOf : this.#opaquePoolOf;
     const known = byEndpoint.get(endpoint);
-    if (known !== undefined && !known.destroyed && !known.closed) return known;
+    if (isOpen(known)) return known;
     const key = poolKey(endpoint, this.#meshPortOfSafe(endpoint), protocol);
     let pool = this.#pools.get(key);
     // A closed pool (retired by the relay) finishes its requests on its own; a new one takes its place.
-    if (pool === undefined || pool.closed || pool.destroyed || this.#closed) {
+    if (!isOpen(pool) || this.#closed) {
       pool = relayPool(`http://${hostPort(endpoint.ip, endpoint.port)}`, this.#maxSockets, {
         // Asynchronous: a request gets its connection (and writes its first byte) only once the
         // handshake, the checks and the transport header are done.
@@ -335,11 +335,7 @@ export class OutboundConnector {
 
   /** Drops the HTTP/1 pools that hold no connection and no queued request. */
   prune(): void {
-    for (const [key, pool] of this.#pools) {
-      if (!isIdle(pool)) continue;
-      void pool.destroy();
-      this.#pools.delete(key);
-    }
+    dropIdle(this.#pools);
   }
 
   /** Destroys every connection, pool and session; later connects fail. Idempotent. */

@@ -37,7 +37,21 @@ export function relayPool(origin: string, connections: number, opts: RelayPoolOp
 }
 
 /** True when `pool` holds no connection and has no request queued or running: it can be dropped. */
-export function isIdle(pool: Pool): boolean {
+function isIdle(pool: Pool): boolean {
   const st = pool.stats;
   return st.connected === 0 && st.size === 0;
+}
+
+/** True for a pool that takes requests: not closed (a pool the relay retired) nor destroyed. */
+export function isOpen(pool: Pool | undefined): pool is Pool {
+  return pool !== undefined && !pool.closed && !pool.destroyed;
+}
+
+/** Destroys and forgets the pools of `pools` that are idle (no connection, no request). */
+export function dropIdle(pools: Map<string, Pool>): void {
+  for (const [key, pool] of pools) {
+    if (!isIdle(pool)) continue;
+    void pool.destroy();
+    pools.delete(key);
+  }
 }
