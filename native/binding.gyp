@@ -1,1 +1,4 @@
-{ "targets": [{ "target_name": "so_original_dst", "sources": ["so_original_dst.c"] }] }
+{ "targets": [
+  { "target_name": "so_original_dst", "sources": ["so_original_dst.c"] },
+  { "target_name": "gc_pauses", "sources": ["gc_pauses.cc"] }
+] }

@@ -1,11 +1,12 @@
 #!/usr/bin/env node
-// `npm run build:native`: builds the SO_ORIGINAL_DST addon (native/) with the node-gyp bundled
-// with npm, into native/build/Release/so_original_dst.node (not committed). Explicit, because npm
+// `npm run build:native`: builds the native addons (native/) with the node-gyp bundled with npm,
+// into native/build/Release (not committed): so_original_dst.node (SO_ORIGINAL_DST, transparent
+// mode) and gc_pauses.node (GC pause counts for /metrics). Explicit, because npm
 // 11 runs no install hooks. Never downloads Node headers (there is no internet): the headers come
 // from npm's `nodedir` config (which `npm run` passes on as npm_config_nodedir), else from the
 // running node's own prefix; without either it fails and says so.
 //
-// node-gyp works in a private copy of native/ and the finished addon is renamed into place, so
+// node-gyp works in a private copy of native/ and each finished addon is renamed into place, so
 // two builds at once (parallel tests on a fresh clone) never leave a half-written file.
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
@@ -14,7 +15,7 @@ import { dirname, join } from 'node:path';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const NATIVE = join(ROOT, 'native');
-const ADDON = 'so_original_dst.node';
+const ADDONS = ['so_original_dst.node', 'gc_pauses.node'];
 const fail = (msg) => {
   console.error(`build:native: ${msg}`);
   process.exit(1);
@@ -35,15 +36,17 @@ if (!existsSync(gyp)) fail(`npm's bundled node-gyp is not at ${gyp}; run this th
 
 const work = mkdtempSync(join(tmpdir(), 'ward-native-'));
 try {
-  for (const f of ['binding.gyp', 'so_original_dst.c']) copyFileSync(join(NATIVE, f), join(work, f));
+  for (const f of ['binding.gyp', 'so_original_dst.c', 'gc_pauses.cc']) copyFileSync(join(NATIVE, f), join(work, f));
   const r = spawnSync(process.execPath, [gyp, 'rebuild', '--nodedir', nodedir, '--directory', work], { stdio: 'inherit', timeout: 300_000 });
   if (r.status !== 0) fail(`node-gyp failed (${r.error?.message ?? `exit ${r.status ?? r.signal}`})`);
   const out = join(NATIVE, 'build', 'Release');
   mkdirSync(out, { recursive: true });
-  const tmp = join(out, `.${ADDON}.${process.pid}`);
-  copyFileSync(join(work, 'build', 'Release', ADDON), tmp);
-  renameSync(tmp, join(out, ADDON));
-  console.log(`build:native: built ${join(out, ADDON)}`);
+  for (const addon of ADDONS) {
+    const tmp = join(out, `.${addon}.${process.pid}`);
+    copyFileSync(join(work, 'build', 'Release', addon), tmp);
+    renameSync(tmp, join(out, addon));
+    console.log(`build:native: built ${join(out, addon)}`);
+  }
 } finally {
   rmSync(work, { recursive: true, force: true });
 }

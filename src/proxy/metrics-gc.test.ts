@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { MetricsRegistry } from './metric-cells.js';
-import { GC_PAUSE_BUCKETS_S } from './metrics-gc.js';
+import { GC_PAUSE_BUCKETS_S, GC_PAUSES_ADDON_PATH, type GcCounter, gcCounting, loadGcPausesAddon, startGcCounter } from './metrics-gc.js';
 
 /** V8's `gc()`: a full GC without arguments, a scavenge with `{ type: 'minor' }`. */
 type Gc = (options?: { type: 'minor' }) => void;
@@ -58,5 +58,60 @@ describe('nodejs_gc_duration_seconds', () => {
     await settle();
     assert.equal(kindOf(a.render(), 'major').count, kindOf(b.render(), 'major').count);
     assert.doesNotMatch(new MetricsRegistry().render(), /nodejs_gc_duration_seconds/);
+  });
+});
+
+/** [minor, major] counts and the major pauses' sum of `counter`, brought up to date. */
+function read(counter: GcCounter): { minor: number; major: number; majorSum: number } {
+  counter.refresh();
+  const [minor, major] = counter.kinds;
+  return { minor: minor?.count ?? Number.NaN, major: major?.count ?? Number.NaN, majorSum: major?.sum ?? Number.NaN };
+}
+
+describe('GC counters', () => {
+  it('the native addon is built and counts each pause by its kind as it happens (no entries to wait for)', () => {
+    const addon = loadGcPausesAddon();
+    assert.ok(addon !== undefined, `${GC_PAUSES_ADDON_PATH} is missing or does not load: run npm run build:native`);
+    const counter = startGcCounter(addon);
+    assert.equal(counter.counting, 'native');
+    const gc = exposeGc();
+    const before = read(counter);
+    gc();
+    const afterMajor = read(counter);
+    assert.deepEqual([afterMajor.minor, afterMajor.major], [before.minor, before.major + 1]);
+    assert.ok(afterMajor.majorSum > before.majorSum && afterMajor.majorSum - before.majorSum < 1, `major sum ${before.majorSum} -> ${afterMajor.majorSum}`);
+    gc({ type: 'minor' });
+    const afterMinor = read(counter);
+    assert.deepEqual([afterMinor.minor, afterMinor.major], [afterMajor.minor + 1, afterMajor.major]);
+    // Every pause is in exactly one bucket.
+    for (const k of counter.kinds)
+      assert.equal(
+        k.counts.reduce((a, b) => a + b, 0),
+        k.count,
+        k.kind,
+      );
+  });
+
+  it('a metrics registry of a process with the addon counts natively', () => {
+    new MetricsRegistry({ processMetrics: true });
+    assert.equal(gcCounting(), 'native');
+  });
+
+  it("without the addon, node's gc performance entries are counted", async () => {
+    const counter = startGcCounter(undefined);
+    assert.equal(counter.counting, 'observer');
+    const before = read(counter);
+    exposeGc()();
+    await settle();
+    assert.ok(read(counter).major >= before.major + 1);
+  });
+
+  it('the addon refuses bounds other than those it started with, and a short output array', () => {
+    const addon = loadGcPausesAddon();
+    assert.ok(addon !== undefined);
+    addon.start(Float64Array.from(GC_PAUSE_BUCKETS_S));
+    assert.throws(() => addon.start(new Float64Array(2)), { name: 'TypeError', message: /already started with other bounds/ });
+    assert.throws(() => addon.read(new Float64Array(3)), { name: 'TypeError', message: /too short/ });
+    assert.throws(() => addon.read([] as unknown as Float64Array), { name: 'TypeError', message: /must be a Float64Array/ });
   });
 });

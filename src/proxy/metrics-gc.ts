@@ -6,15 +6,26 @@
  * a mark-compact (`major`) of an HTTP/2 relay pauses it for 5-30 ms, a scavenge (`minor`) for
  * well under one.
  *
- * One `PerformanceObserver` per process, started by the first registry that registers the
- * family (a process is one proxy; tests make several registries, which all read the same
- * counts). It costs one entry per GC, some tens per second under load, and node dresses each
- * entry in deprecated accessors built in the old generation: at 1,000 gRPC requests/s (~20
- * scavenges/s) the inbound proxy's sampling heap profile puts ~70 B per request there, against
- * ~1.1 KiB per request of node:http2's own, so mark-compacts come some 5 % more often. That is
- * the price of seeing them.
+ * Counted once per process, started by the first registry that registers the family (a process
+ * is one proxy; tests make several registries, which all read the same counts), in one of two
+ * ways:
+ *
+ * - The native addon `native/gc_pauses.cc` (built by `npm run build:native`, beside the
+ *   SO_ORIGINAL_DST one): V8 GC callbacks fill the histograms in C++, and a scrape copies them.
+ *   Nothing runs in JavaScript per GC.
+ * - Without it (not built, or another platform): a `PerformanceObserver` of `gc` entries, and a
+ *   proxy's `proxy ready` log line says which (`gcPauses`). node dresses each entry in deprecated accessors (DEP0152) made of
+ *   `util.deprecate` wrappers, which V8 answers with hidden classes built in the old
+ *   generation. Measured in the mesh bench's proxies at 1,000 HTTP/1 requests/s (heap space
+ *   statistics over 1.5 s windows): the old generation grew 78–127 B per request in the outbound
+ *   and 50–220 B in the inbound with the observer, 17–58 B and 20–168 B without it; the sampling
+ *   heap profile put ~35–45 B per request of it in `observerCallback`. Mark-compacts come about
+ *   twice as often with the observer.
  */
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { constants, type PerformanceEntry, PerformanceObserver } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
 
 /** Upper bounds of the buckets, in seconds. */
 export const GC_PAUSE_BUCKETS_S: readonly number[] = Object.freeze([0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25]);
@@ -27,7 +38,7 @@ const KINDS: ReadonlyMap<number, string> = new Map([
   [constants.NODE_PERFORMANCE_GC_WEAKCB, 'weakcb'],
 ]);
 
-interface KindCounts {
+export interface KindCounts {
   readonly kind: string;
   /** Per bucket (not cumulative), the last one for everything above the largest bound. */
   readonly counts: number[];
@@ -35,8 +46,8 @@ interface KindCounts {
   count: number;
 }
 
-/** The process's counts, in the order of {@link KINDS}; created with the observer. */
-let state: readonly KindCounts[] | undefined;
+/** The process's counter, started by the first registry that registers the family. */
+let state: GcCounter | undefined;
 
 /** What node puts in a `gc` entry's `detail` (its typings leave `PerformanceEntry.detail` out). */
 interface GcEntry extends PerformanceEntry {
@@ -54,16 +65,74 @@ function record(kinds: ReadonlyMap<number, KindCounts>, entry: GcEntry): void {
   k.count++;
 }
 
-/** The process-wide counts, observing GCs from the first call on. */
-function gcCounts(): readonly KindCounts[] {
-  if (state !== undefined) return state;
-  const all = [...KINDS.values()].map((kind): KindCounts => ({ kind, counts: new Array<number>(GC_PAUSE_BUCKETS_S.length + 1).fill(0), sum: 0, count: 0 }));
-  const byCode = new Map([...KINDS.keys()].map((code, i) => [code, all[i] as KindCounts]));
-  new PerformanceObserver((list) => {
-    for (const e of list.getEntries()) record(byCode, e);
-  }).observe({ type: 'gc' });
-  state = all;
-  return all;
+/** The native counter's interface (native/gc_pauses.cc). */
+export interface GcPausesAddon {
+  /** Starts counting with these bucket bounds (seconds); once per process, later calls with as many bounds are no-ops. */
+  start(bounds: Float64Array): void;
+  /** Per kind (minor, major, incremental, weakcb): the bucket counts (bounds + 1), the sum, the count. */
+  read(out: Float64Array): void;
+}
+
+/** Where `npm run build:native` puts the addon, relative to this file both in `src/proxy` and `dist/proxy`. */
+export const GC_PAUSES_ADDON_PATH = fileURLToPath(new URL('../../native/build/Release/gc_pauses.node', import.meta.url));
+
+/** The addon, or undefined when it is not built or does not load. */
+export function loadGcPausesAddon(): GcPausesAddon | undefined {
+  if (!existsSync(GC_PAUSES_ADDON_PATH)) return undefined;
+  try {
+    return createRequire(import.meta.url)(GC_PAUSES_ADDON_PATH) as GcPausesAddon;
+  } catch {
+    return undefined;
+  }
+}
+
+/** How a process counts its GCs: `native` (the addon) or `observer` (node's `gc` performance entries). */
+export type GcCounting = 'native' | 'observer';
+
+/** A set of GC counts and how to bring them up to date. */
+export interface GcCounter {
+  readonly counting: GcCounting;
+  /** In the order of {@link KINDS}. */
+  readonly kinds: readonly KindCounts[];
+  /** Brings {@link kinds} up to date (with the observer they are kept up to date as entries arrive). */
+  refresh(): void;
+}
+
+/** Starts counting GCs from now on, with `addon` when given, else with a `PerformanceObserver`. */
+export function startGcCounter(addon: GcPausesAddon | undefined): GcCounter {
+  const kinds = [...KINDS.values()].map((kind): KindCounts => ({ kind, counts: new Array<number>(GC_PAUSE_BUCKETS_S.length + 1).fill(0), sum: 0, count: 0 }));
+  if (addon === undefined) {
+    const byCode = new Map([...KINDS.keys()].map((code, i) => [code, kinds[i] as KindCounts]));
+    new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) record(byCode, e);
+    }).observe({ type: 'gc' });
+    return { counting: 'observer', kinds, refresh: () => undefined };
+  }
+  addon.start(Float64Array.from(GC_PAUSE_BUCKETS_S));
+  const per = GC_PAUSE_BUCKETS_S.length + 3;
+  const raw = new Float64Array(per * kinds.length);
+  const refresh = (): void => {
+    addon.read(raw);
+    for (let i = 0; i < kinds.length; i++) {
+      const k = kinds[i] as KindCounts;
+      const row = i * per;
+      for (let b = 0; b <= GC_PAUSE_BUCKETS_S.length; b++) k.counts[b] = raw[row + b] as number;
+      k.sum = raw[row + per - 2] as number;
+      k.count = raw[row + per - 1] as number;
+    }
+  };
+  return { counting: 'native', kinds, refresh };
+}
+
+/** How GCs are counted in this process, once {@link registerGcFamily} has started counting. */
+export function gcCounting(): GcCounting | undefined {
+  return state?.counting;
+}
+
+/** The process-wide counter, started by the first call. */
+function gcCounter(): GcCounter {
+  state ??= startGcCounter(loadGcPausesAddon());
+  return state;
 }
 
 /** What {@link registerGcFamily} needs of a registry (metric-cells.ts's `MetricsRegistry`). */
@@ -73,7 +142,7 @@ export interface GcFamilyRegistry {
 
 /** Registers `nodejs_gc_duration_seconds` in `registry` and starts observing GCs if nothing did yet. */
 export function registerGcFamily(registry: GcFamilyRegistry, renderValue: (v: number) => string): void {
-  const counts = gcCounts();
+  const counter = gcCounter();
   const name = 'nodejs_gc_duration_seconds';
   const les = [...GC_PAUSE_BUCKETS_S.map(renderValue), '+Inf'];
   registry.register({
@@ -81,7 +150,8 @@ export function registerGcFamily(registry: GcFamilyRegistry, renderValue: (v: nu
     help: 'Garbage collection duration by kind, one of major, minor, incremental or weakcb.',
     type: 'histogram',
     samples(out) {
-      for (const k of counts) {
+      counter.refresh();
+      for (const k of counter.kinds) {
         let acc = 0;
         for (let i = 0; i < les.length; i++) {
           acc += k.counts[i] as number;

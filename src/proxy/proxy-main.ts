@@ -41,6 +41,7 @@ import { ADMIN_POLICY_PORT, AdminServer } from './admin-server.js';
 import { type ProxyIdentity, startProxyIdentity } from './identity-bootstrap.js';
 import { InboundProxy } from './inbound-proxy.js';
 import { MetricsRegistry, registerReadFamily } from './metric-cells.js';
+import { gcCounting } from './metrics-gc.js';
 import { registerIdentityMetrics } from './metrics-identity.js';
 import { InboundMetrics } from './metrics-inbound.js';
 import { OutboundMetrics } from './metrics-outbound.js';
@@ -295,7 +296,7 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
     if (closed || !isReady()) return;
     if (!wasReady) {
       wasReady = true;
-      log.info({ identity: identityName, ports: watcher.ports }, 'proxy ready');
+      log.info({ identity: identityName, ports: watcher.ports, gcPauses: gcCounting() }, 'proxy ready');
     }
     for (const w of readyWaiters) w.resolve();
     readyWaiters.clear();
