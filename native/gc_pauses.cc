@@ -5,8 +5,11 @@
  * (seconds, ascending); read(out) copies the counts into a Float64Array. No JavaScript runs per
  * GC, so counting allocates nothing on the heap it measures (node's `gc` performance entries
  * cost some old-generation garbage each, see metrics-gc.ts). The duration is node's own
- * definition: from the prologue to the epilogue of the same GC.
+ * definition (node_perf.cc): from the prologue to the epilogue of the same GC, and a GC that
+ * runs inside another one's callbacks (a scavenge during weak-callback processing) is not counted
+ * on its own: the outer one is, as node guards it.
  */
+#include <cstring>
 #include <node.h>
 #include <uv.h>
 #include <v8.h>
@@ -25,6 +28,8 @@ struct Kind {
 struct State {
   v8::Isolate* isolate;
   bool started = false;
+  /* The GC being timed, 0 for none. */
+  int current = 0;
   uint64_t start_ns = 0;
   int bounds_count = 0;
   double bounds[kMaxBounds];
@@ -42,16 +47,20 @@ int KindIndex(v8::GCType type) {
   }
 }
 
-void Before(v8::Isolate*, v8::GCType, v8::GCCallbackFlags, void* data) {
-  static_cast<State*>(data)->start_ns = uv_hrtime();
+void Before(v8::Isolate*, v8::GCType type, v8::GCCallbackFlags, void* data) {
+  State* s = static_cast<State*>(data);
+  if (s->current != 0) return;
+  s->current = static_cast<int>(type);
+  s->start_ns = uv_hrtime();
 }
 
 void After(v8::Isolate*, v8::GCType type, v8::GCCallbackFlags, void* data) {
   State* s = static_cast<State*>(data);
+  if (static_cast<int>(type) != s->current) return;
+  s->current = 0;
   int k = KindIndex(type);
-  if (k < 0 || s->start_ns == 0) return;
+  if (k < 0) return;
   double seconds = static_cast<double>(uv_hrtime() - s->start_ns) / 1e9;
-  s->start_ns = 0;
   int i = 0;
   while (i < s->bounds_count && seconds > s->bounds[i]) i++;
   Kind& kind = s->kinds[k];
@@ -68,18 +77,20 @@ State* StateOf(const v8::FunctionCallbackInfo<v8::Value>& args) {
   return static_cast<State*>(args.Data().As<v8::External>()->Value());
 }
 
-/* start(bounds: Float64Array): once per environment; later calls must pass the same bounds count. */
+/* start(bounds: Float64Array): once per environment; later calls must pass the same bounds. */
 void Start(const v8::FunctionCallbackInfo<v8::Value>& args) {
   State* s = StateOf(args);
   if (args.Length() < 1 || !args[0]->IsFloat64Array()) return Throw(s->isolate, "start(bounds): bounds must be a Float64Array");
   v8::Local<v8::Float64Array> bounds = args[0].As<v8::Float64Array>();
   size_t n = bounds->Length();
   if (n > kMaxBounds) return Throw(s->isolate, "start(bounds): at most 32 bounds");
+  double given[kMaxBounds];
+  bounds->CopyContents(given, n * sizeof(double));
   if (s->started) {
-    if (static_cast<int>(n) != s->bounds_count) Throw(s->isolate, "start(bounds): already started with other bounds");
+    if (static_cast<int>(n) != s->bounds_count || std::memcmp(given, s->bounds, n * sizeof(double)) != 0) Throw(s->isolate, "start(bounds): already started with other bounds");
     return;
   }
-  bounds->CopyContents(s->bounds, n * sizeof(double));
+  std::memcpy(s->bounds, given, n * sizeof(double));
   s->bounds_count = static_cast<int>(n);
   s->isolate->AddGCPrologueCallback(Before, s);
   s->isolate->AddGCEpilogueCallback(After, s);

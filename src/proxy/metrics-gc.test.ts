@@ -1,9 +1,20 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { describe, it, type TestContext } from 'node:test';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { MetricsRegistry } from './metric-cells.js';
-import { GC_PAUSE_BUCKETS_S, GC_PAUSES_ADDON_PATH, type GcCounter, gcCounting, loadGcPausesAddon, startGcCounter } from './metrics-gc.js';
+import {
+  GC_PAUSE_BUCKETS_S,
+  GC_PAUSES_ADDON_PATH,
+  type GcCounter,
+  type GcPausesAddon,
+  gcCounting,
+  type KindCounts,
+  loadGcPausesAddon,
+  startGcCounter,
+} from './metrics-gc.js';
 
 /** V8's `gc()`: a full GC without arguments, a scavenge with `{ type: 'minor' }`. */
 type Gc = (options?: { type: 'minor' }) => void;
@@ -68,33 +79,64 @@ function read(counter: GcCounter): { minor: number; major: number; majorSum: num
   return { minor: minor?.count ?? Number.NaN, major: major?.count ?? Number.NaN, majorSum: major?.sum ?? Number.NaN };
 }
 
+/** The real addon, built on demand as `npm test` users on a fresh clone would (the test is skipped outside CI when that fails). */
+function realAddon(t: TestContext): GcPausesAddon | undefined {
+  if (!existsSync(GC_PAUSES_ADDON_PATH)) {
+    const r = spawnSync('npm', ['run', 'build:native'], { encoding: 'utf8', timeout: 120_000 });
+    if ((r.status !== 0 || !existsSync(GC_PAUSES_ADDON_PATH)) && process.env.CI !== 'true') {
+      t.skip(`the addon is not built and \`npm run build:native\` did not build it: ${(r.stderr || r.error?.message || '').slice(-300)}`);
+      return undefined;
+    }
+  }
+  const addon = loadGcPausesAddon();
+  assert.ok(typeof addon !== 'string', addon as string);
+  return addon;
+}
+
+/** Every pause in a bucket lies between the bucket's bounds, so the sum does too. */
+function assertSumWithinBuckets(k: KindCounts): void {
+  let low = 0;
+  let high = 0;
+  k.counts.forEach((n, b) => {
+    if (n === 0) return;
+    low += n * (b === 0 ? 0 : (GC_PAUSE_BUCKETS_S[b - 1] as number));
+    high += n * (b < GC_PAUSE_BUCKETS_S.length ? (GC_PAUSE_BUCKETS_S[b] as number) : Number.POSITIVE_INFINITY);
+  });
+  assert.ok(low <= k.sum && k.sum <= high, `${k.kind}: sum ${k.sum} outside [${low}, ${high}] of its buckets ${k.counts.join(' ')}`);
+}
+
 describe('GC counters', () => {
-  it('the native addon is built and counts each pause by its kind as it happens (no entries to wait for)', () => {
-    const addon = loadGcPausesAddon();
-    assert.ok(addon !== undefined, `${GC_PAUSES_ADDON_PATH} is missing or does not load: run npm run build:native`);
+  it('the native addon is built and counts each pause by its kind as it happens (no entries to wait for)', (t) => {
+    const addon = realAddon(t);
+    if (addon === undefined) return;
     const counter = startGcCounter(addon);
     assert.equal(counter.counting, 'native');
     const gc = exposeGc();
     const before = read(counter);
     gc();
     const afterMajor = read(counter);
-    assert.deepEqual([afterMajor.minor, afterMajor.major], [before.minor, before.major + 1]);
+    assert.equal(afterMajor.major, before.major + 1);
+    assert.ok(afterMajor.minor >= before.minor);
     assert.ok(afterMajor.majorSum > before.majorSum && afterMajor.majorSum - before.majorSum < 1, `major sum ${before.majorSum} -> ${afterMajor.majorSum}`);
     gc({ type: 'minor' });
     const afterMinor = read(counter);
-    assert.deepEqual([afterMinor.minor, afterMinor.major], [afterMajor.minor + 1, afterMajor.major]);
-    // Every pause is in exactly one bucket.
-    for (const k of counter.kinds)
+    assert.equal(afterMinor.major, afterMajor.major);
+    assert.ok(afterMinor.minor >= afterMajor.minor + 1);
+    // Every pause is in exactly one bucket, the one its duration falls in.
+    for (const k of counter.kinds) {
       assert.equal(
-        k.counts.reduce((a, b) => a + b, 0),
+        k.counts.reduce((x, y) => x + y, 0),
         k.count,
         k.kind,
       );
+      assertSumWithinBuckets(k);
+    }
   });
 
-  it('a metrics registry of a process with the addon counts natively', () => {
+  it('a metrics registry of a process with the addon counts natively', (t) => {
+    if (realAddon(t) === undefined) return;
     new MetricsRegistry({ processMetrics: true });
-    assert.equal(gcCounting(), 'native');
+    assert.deepEqual(gcCounting(), { counting: 'native' });
   });
 
   it("without the addon, node's gc performance entries are counted", async () => {
@@ -106,11 +148,13 @@ describe('GC counters', () => {
     assert.ok(read(counter).major >= before.major + 1);
   });
 
-  it('the addon refuses bounds other than those it started with, and a short output array', () => {
-    const addon = loadGcPausesAddon();
-    assert.ok(addon !== undefined);
+  it('the addon refuses bounds other than those it started with, and a short output array', (t) => {
+    const addon = realAddon(t);
+    if (addon === undefined) return;
     addon.start(Float64Array.from(GC_PAUSE_BUCKETS_S));
     assert.throws(() => addon.start(new Float64Array(2)), { name: 'TypeError', message: /already started with other bounds/ });
+    const shifted = Float64Array.from(GC_PAUSE_BUCKETS_S, (b) => b * 2);
+    assert.throws(() => addon.start(shifted), { name: 'TypeError', message: /already started with other bounds/ });
     assert.throws(() => addon.read(new Float64Array(3)), { name: 'TypeError', message: /too short/ });
     assert.throws(() => addon.read([] as unknown as Float64Array), { name: 'TypeError', message: /must be a Float64Array/ });
   });

@@ -14,11 +14,11 @@
  *   SO_ORIGINAL_DST one): V8 GC callbacks fill the histograms in C++, and a scrape copies them.
  *   Nothing runs in JavaScript per GC.
  * - Without it (not built, or another platform): a `PerformanceObserver` of `gc` entries, and a
- *   proxy's `proxy ready` log line says which (`gcPauses`). node dresses each entry in deprecated accessors (DEP0152) made of
+ *   proxy's `proxy ready` log line says which and why (`gcPauses`). node dresses each entry in deprecated accessors (DEP0152) made of
  *   `util.deprecate` wrappers, which V8 answers with hidden classes built in the old
  *   generation. Measured in the mesh bench's proxies at 1,000 HTTP/1 requests/s (heap space
  *   statistics over 1.5 s windows): the old generation grew 78–127 B per request in the outbound
- *   and 50–220 B in the inbound with the observer, 17–58 B and 20–168 B without it; the sampling
+ *   and 50–220 B in the inbound with the observer, 19–56 B and 19–165 B with the addon; the sampling
  *   heap profile put ~35–45 B per request of it in `observerCallback`. Mark-compacts come about
  *   twice as often with the observer.
  */
@@ -76,13 +76,13 @@ export interface GcPausesAddon {
 /** Where `npm run build:native` puts the addon, relative to this file both in `src/proxy` and `dist/proxy`. */
 export const GC_PAUSES_ADDON_PATH = fileURLToPath(new URL('../../native/build/Release/gc_pauses.node', import.meta.url));
 
-/** The addon, or undefined when it is not built or does not load. */
-export function loadGcPausesAddon(): GcPausesAddon | undefined {
-  if (!existsSync(GC_PAUSES_ADDON_PATH)) return undefined;
+/** The addon, or why it cannot be used (not built, or it does not load: built for another Node). */
+export function loadGcPausesAddon(): GcPausesAddon | string {
+  if (!existsSync(GC_PAUSES_ADDON_PATH)) return `${GC_PAUSES_ADDON_PATH} is not built (npm run build:native)`;
   try {
     return createRequire(import.meta.url)(GC_PAUSES_ADDON_PATH) as GcPausesAddon;
-  } catch {
-    return undefined;
+  } catch (e) {
+    return `${GC_PAUSES_ADDON_PATH} does not load: ${e instanceof Error ? e.message : String(e)}`;
   }
 }
 
@@ -124,14 +124,22 @@ export function startGcCounter(addon: GcPausesAddon | undefined): GcCounter {
   return { counting: 'native', kinds, refresh };
 }
 
-/** How GCs are counted in this process, once {@link registerGcFamily} has started counting. */
-export function gcCounting(): GcCounting | undefined {
-  return state?.counting;
+/** Why this process counts with the observer, if it does. */
+let fallbackReason: string | undefined;
+
+/** How GCs are counted in this process, once {@link registerGcFamily} has started counting; with the observer, why. */
+export function gcCounting(): { readonly counting: GcCounting; readonly reason?: string } | undefined {
+  if (state === undefined) return undefined;
+  return fallbackReason === undefined ? { counting: state.counting } : { counting: state.counting, reason: fallbackReason };
 }
 
 /** The process-wide counter, started by the first call. */
 function gcCounter(): GcCounter {
-  state ??= startGcCounter(loadGcPausesAddon());
+  if (state === undefined) {
+    const addon = loadGcPausesAddon();
+    if (typeof addon === 'string') fallbackReason = addon;
+    state = startGcCounter(typeof addon === 'string' ? undefined : addon);
+  }
   return state;
 }
 
