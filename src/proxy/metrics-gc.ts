@@ -67,7 +67,7 @@ function record(kinds: ReadonlyMap<number, KindCounts>, entry: GcEntry): void {
 
 /** The native counter's interface (native/gc_pauses.cc). */
 export interface GcPausesAddon {
-  /** Starts counting with these bucket bounds (seconds); once per process, later calls with as many bounds are no-ops. */
+  /** Starts counting with these bucket bounds (seconds); once per process: later calls with the same bounds are no-ops, other bounds throw. */
   start(bounds: Float64Array): void;
   /** Per kind (minor, major, incremental, weakcb): the bucket counts (bounds + 1), the sum, the count. */
   read(out: Float64Array): void;
