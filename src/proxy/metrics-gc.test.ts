@@ -1,6 +1,4 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { describe, it, type TestContext } from 'node:test';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
@@ -15,6 +13,7 @@ import {
   loadGcPausesAddon,
   startGcCounter,
 } from './metrics-gc.js';
+import { buildAddonIfMissing } from './native-test-helpers.js';
 
 /** V8's `gc()`: a full GC without arguments, a scavenge with `{ type: 'minor' }`. */
 type Gc = (options?: { type: 'minor' }) => void;
@@ -81,13 +80,12 @@ function read(counter: GcCounter): { minor: number; major: number; majorSum: num
 
 /** The real addon, built on demand as `npm test` users on a fresh clone would (the test is skipped outside CI when that fails). */
 function realAddon(t: TestContext): GcPausesAddon | undefined {
-  if (!existsSync(GC_PAUSES_ADDON_PATH)) {
-    const r = spawnSync('npm', ['run', 'build:native'], { encoding: 'utf8', timeout: 120_000 });
-    if ((r.status !== 0 || !existsSync(GC_PAUSES_ADDON_PATH)) && process.env.CI !== 'true') {
-      t.skip(`the addon is not built and \`npm run build:native\` did not build it: ${(r.stderr || r.error?.message || '').slice(-300)}`);
-      return undefined;
-    }
+  const failed = buildAddonIfMissing(GC_PAUSES_ADDON_PATH);
+  if (failed !== undefined && process.env.CI !== 'true') {
+    t.skip(failed);
+    return undefined;
   }
+  assert.equal(failed, undefined, failed);
   const addon = loadGcPausesAddon();
   assert.ok(typeof addon !== 'string', addon as string);
   return addon;

@@ -6,14 +6,14 @@
  * test/e2e/transparent.test.ts.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { type AddressInfo, createServer, connect as netConnect, type Server, Socket } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { MeshError } from '../shared/index.js';
 import { TempDirs, within } from './identity-test-helpers.js';
+import { buildAddonIfMissing } from './native-test-helpers.js';
 import { loadOriginalDst, ORIGINAL_DST_ADDON_PATH, OriginalDstAddonError, type OriginalDstReader, originalDstAddonPath, socketFd } from './original-dst.js';
 
 const HOST = '127.0.0.1';
@@ -110,15 +110,13 @@ describe('OriginalDstReader', () => {
   });
 
   it('the real addon: a plain loopback connection reports its own local address', async (t) => {
-    if (!existsSync(ORIGINAL_DST_ADDON_PATH)) {
-      // A fresh clone: build it (bounded) as `npm test` users would.
-      const r = spawnSync('npm', ['run', 'build:native'], { encoding: 'utf8', timeout: 120_000 });
-      if (r.status !== 0 && process.env.CI !== 'true') {
-        t.skip(`the addon is not built and \`npm run build:native\` failed: ${(r.stderr || r.error?.message || '').slice(-300)}`);
-        return;
-      }
-      assert.equal(r.status, 0, `npm run build:native failed:\n${r.stdout}\n${r.stderr}`);
+    // A fresh clone: build it as `npm test` users would.
+    const failed = buildAddonIfMissing(ORIGINAL_DST_ADDON_PATH);
+    if (failed !== undefined && process.env.CI !== 'true') {
+      t.skip(failed);
+      return;
     }
+    assert.equal(failed, undefined, failed);
     const read: OriginalDstReader = loadOriginalDst();
     const s = await acceptOne();
     const r = read(s);
