@@ -30,5 +30,19 @@
  * requests at 1,000/s left ~5 KiB each in the old generation, a mark-compact every ~1.7 s (3-5
  * per 7 s round of the mesh bench, each round's p99 4-43 ms over direct); with pretenuring off,
  * one every ~6.5 s, about as often as with no HTTP/1 load before (7-9 s).
+ *
+ * Tried and not kept (mesh bench proxies, 1,000 requests/s; `--trace-gc-nvp` for the phases):
+ * - `--initial-old-space-size=32`, a floor under the old generation's limit, so that the memory
+ *   reducer's idle mark-compacts (which set the limit just above the live heap) do not bring one
+ *   as soon as load returns. No mark-compact fell in any fixed-rate round of a full bench run,
+ *   yet HTTP/1's added p99 per round stayed 1.7-4.4 ms, the gRPC pair held ~190 MB under load
+ *   instead of ~160 MB, and the first mark-compact at saturation paused 63 ms.
+ * - `--no-compact` and `--gc-experiment-less-compaction`: the inbound's gRPC mark-compacts
+ *   paused as long (11-43 ms). Half of each pause is `evacuate.copy` (4-20 ms) whether or not
+ *   old pages are compacted: it is the young generation being promoted. The rest is mostly
+ *   finalizing node:http2's external header strings (`clear.external_string_table`, 3-13 ms).
+ * - `--single-threaded-gc` (no GC helper threads competing for 2 cores): the same pauses
+ *   (`evacuate.copy` 5-10 ms) and, in an interleaved A/B, no difference in p99.
+ * - `--optimize-for-size`: mark-compacts came at the same heap size.
  */
 export const PROXY_NODE_OPTIONS: readonly string[] = Object.freeze(['--max-semi-space-size=2', '--max-old-space-size=512', '--no-allocation-site-pretenuring']);
