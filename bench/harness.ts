@@ -23,6 +23,8 @@ export interface BenchResult {
 export interface Suite {
   readonly name: string;
   run(): Promise<BenchResult[]>;
+  /** Left out of `all` (a suite that needs its own settings to mean anything). */
+  readonly notInAll?: boolean;
 }
 
 /** A micro-benchmark task: `op` is one operation; its return value feeds the dead-code guard. */

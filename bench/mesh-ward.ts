@@ -181,8 +181,11 @@ async function proxyReady(p: LoggedChild): Promise<ProxyPorts> {
   return ports;
 }
 
-/** Starts the controller and both proxies in `dir`; stops whatever started when a step fails. */
-export async function startWardMesh(dir: string, apps: AppPorts): Promise<WardMesh> {
+/**
+ * Starts the controller and both proxies in `dir`; stops whatever started when a step fails.
+ * `proxyNodeArgs` are the proxies' extra node options (default: `WARD_BENCH_PROXY_NODE_ARGS`).
+ */
+export async function startWardMesh(dir: string, apps: AppPorts, proxyNodeArgs: readonly string[] = PROXY_NODE_ARGS): Promise<WardMesh> {
   const identityDir = join(dir, 'identity');
   const manifests = join(dir, 'manifests');
   mkdirSync(manifests, { recursive: true });
@@ -201,7 +204,7 @@ export async function startWardMesh(dir: string, apps: AppPorts): Promise<WardMe
     for (const p of started.reverse()) await p.stop();
   };
   const ward = (name: string, args: readonly string[]): LoggedChild => {
-    const nodeArgs = args[0] === 'proxy' ? [...PROXY_NODE_OPTIONS, ...PROXY_NODE_ARGS] : [];
+    const nodeArgs = args[0] === 'proxy' ? [...PROXY_NODE_OPTIONS, ...proxyNodeArgs] : [];
     const p = spawnLogged(name, process.execPath, [...nodeArgs, WARD_BIN, ...args], join(dir, `${name}.log`));
     started.push(p);
     return p;

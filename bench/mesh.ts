@@ -60,7 +60,7 @@ import { OtherProcesses, ProcessProbe, type ProcessUsage, rssMb } from './mesh-p
 import { type AppPorts, type MajorGcs, majorGcsOf, SERVICE_AUTHORITY, startWardMesh, type WardMesh } from './mesh-ward.js';
 
 const HOST = '127.0.0.1';
-const RATE_PER_SEC = 1000;
+export const RATE_PER_SEC = 1000;
 const QUICK = process.env.WARD_BENCH_MESH_QUICK === '1';
 /**
  * Fixed-rate rounds per path and protocol, interleaved across the paths (see measureProtocol).
@@ -139,13 +139,13 @@ const median = (values: readonly number[]): number => {
 };
 
 /** The apps process and its ports. */
-interface Apps {
+export interface Apps {
   readonly child: ChildProcess;
   readonly ports: AppPorts;
 }
 
 /** Starts bench/mesh-apps.ts in its own process (stdin piped: it exits when this process dies). */
-async function startApps(): Promise<Apps> {
+export async function startApps(): Promise<Apps> {
   const script = new URL('./mesh-apps.ts', import.meta.url).pathname;
   const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), script], { stdio: ['pipe', 'pipe', 'inherit'] });
   child.stdout?.setEncoding('utf8');
@@ -166,14 +166,14 @@ async function startApps(): Promise<Apps> {
   return { child, ports: JSON.parse(line) as AppPorts };
 }
 
-async function stopApps(apps: Apps): Promise<void> {
+export async function stopApps(apps: Apps): Promise<void> {
   if (apps.child.exitCode !== null || apps.child.signalCode !== null) return;
   const exited = once(apps.child, 'exit');
   apps.child.kill('SIGTERM');
   await exited;
 }
 
-function clientFor(protocol: Protocol, route: Route): Promise<LoadClient> {
+export function clientFor(protocol: Protocol, route: Route): Promise<LoadClient> {
   if (protocol === 'http1') return Promise.resolve(http1Client(route, CONNECTIONS));
   if (protocol === 'grpc') return grpcClient(route);
   return tcpClient(route, CONNECTIONS);

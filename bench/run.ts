@@ -1,5 +1,6 @@
 /**
- * Benchmark runner: `npm run bench -- <decide|detect|index|propagation|certify|mesh|metrics|relay|all> [--json]`.
+ * Benchmark runner: `npm run bench -- <decide|detect|index|propagation|certify|mesh|mesh-ab|metrics|relay|all> [--json]`
+ * (`all`: every suite but `mesh-ab`, which compares node options given in its environment).
  *
  * Prints a table per suite, or with `--json` exactly one JSON object per suite and line:
  * `{"suite": "...", "results": [{"name", "nsPerOp", "opsPerSec", ...extra}]}`. Progress and
@@ -11,6 +12,7 @@ import { runDetectSuite } from './detect.js';
 import type { BenchResult, Suite } from './harness.js';
 import { runIndexSuite } from './index.js';
 import { runMeshSuite } from './mesh.js';
+import { runMeshAbSuite } from './mesh-ab.js';
 import { runMetricsSuite } from './metrics.js';
 import { runPropagationSuite } from './propagation.js';
 import { runRelaySuite } from './relay.js';
@@ -22,6 +24,7 @@ const SUITES: readonly Suite[] = [
   { name: 'propagation', run: runPropagationSuite },
   { name: 'certify', run: runCertifySuite },
   { name: 'mesh', run: runMeshSuite },
+  { name: 'mesh-ab', run: runMeshAbSuite, notInAll: true },
   { name: 'metrics', run: runMetricsSuite },
   { name: 'relay', run: runRelaySuite },
 ];
@@ -84,7 +87,7 @@ async function main(argv: readonly string[]): Promise<number> {
     return 2;
   }
   const wanted = names[0] as string;
-  const suites = wanted === 'all' ? SUITES : SUITES.filter((s) => s.name === wanted);
+  const suites = wanted === 'all' ? SUITES.filter((s) => s.notInAll !== true) : SUITES.filter((s) => s.name === wanted);
   if (suites.length === 0) {
     process.stderr.write(`unknown suite "${wanted}"\n${USAGE}\n`);
     return 2;
