@@ -38,11 +38,13 @@
  *   yet HTTP/1's added p99 per round stayed 1.7-4.4 ms, the gRPC pair held ~190 MB under load
  *   instead of ~160 MB, and the first mark-compact at saturation paused 63 ms.
  * - `--no-compact` and `--gc-experiment-less-compaction`: the inbound's gRPC mark-compacts
- *   paused as long (11-43 ms). Half of each pause is `evacuate.copy` (4-20 ms) whether or not
- *   old pages are compacted: it is the young generation being promoted. The rest is mostly
- *   finalizing node:http2's external header strings (`clear.external_string_table`, 3-13 ms).
+ *   paused as long (6-43 ms, against 8-30 ms without). Half of each pause is `evacuate.copy`
+ *   (2-20 ms) whether or not old pages are compacted: it is the young generation being
+ *   promoted. The rest is mostly finalizing node:http2's external header strings
+ *   (`clear.external_string_table`, 2-14 ms).
  * - `--single-threaded-gc` (no GC helper threads competing for 2 cores): the same pauses
- *   (`evacuate.copy` 5-10 ms) and, in an interleaved A/B, no difference in p99.
+ *   (`evacuate.copy` 4-10 ms) and, in interleaved A/Bs of gRPC and of HTTP/1 (`npm run bench
+ *   -- mesh-ab`: lower p99 in 7 of 16 rounds), no difference in p99.
  * - `--optimize-for-size`: mark-compacts came at the same heap size.
  */
 export const PROXY_NODE_OPTIONS: readonly string[] = Object.freeze(['--max-semi-space-size=2', '--max-old-space-size=512', '--no-allocation-site-pretenuring']);
