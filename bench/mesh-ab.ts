@@ -23,18 +23,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BenchResult } from './harness.js';
 import { median } from './harness.js';
-import { type Apps, clientFor, RATE_PER_SEC, startApps, stopApps } from './mesh.js';
+import { type Apps, clientFor, log, RATE_PER_SEC, round, startApps, stopApps } from './mesh.js';
 import { type LoadClient, type Protocol, quantile, runClosedLoop, runFixedRate } from './mesh-load.js';
 import { cpuSeconds } from './mesh-proc.js';
-import { SERVICE_AUTHORITY, startWardMesh, type WardMesh } from './mesh-ward.js';
+import { SERVICE_AUTHORITY, splitNodeArgs, startWardMesh, type WardMesh } from './mesh-ward.js';
 
 const PROTOCOLS: readonly Protocol[] = ['http1', 'grpc', 'tcp'];
 const ROUND = { warmupMs: 500, measureMs: 3000 };
-
-const log = (msg: string): void => {
-  process.stderr.write(`${msg}\n`);
-};
-const argsOf = (v: string | undefined): string[] => (v ?? '').split(' ').filter((a) => a !== '');
 
 /** The options this run compares, read from the environment; throws on a bad value. */
 function options(): { a: string[]; b: string[]; protocols: Protocol[]; rounds: number } {
@@ -45,7 +40,7 @@ function options(): { a: string[]; b: string[]; protocols: Protocol[]; rounds: n
   const rounds = Number(process.env.WARD_BENCH_AB_ROUNDS ?? 16);
   if (!Number.isInteger(rounds) || rounds < 2 || rounds > 200)
     throw new Error(`WARD_BENCH_AB_ROUNDS: ${JSON.stringify(process.env.WARD_BENCH_AB_ROUNDS)} is not a whole number from 2 to 200`);
-  return { a: argsOf(process.env.WARD_BENCH_AB_A), b: argsOf(process.env.WARD_BENCH_AB_B), protocols: protocols as Protocol[], rounds };
+  return { a: splitNodeArgs(process.env.WARD_BENCH_AB_A), b: splitNodeArgs(process.env.WARD_BENCH_AB_B), protocols: protocols as Protocol[], rounds };
 }
 
 interface Side {
@@ -62,7 +57,7 @@ interface Round {
   readonly cpuUs: number;
 }
 
-async function round(side: Side, client: LoadClient): Promise<Round> {
+async function measureRound(side: Side, client: LoadClient): Promise<Round> {
   const pids = [side.mesh.outbound.pid, side.mesh.inbound.pid] as number[];
   const before = pids.map(cpuSeconds);
   const stats = await runFixedRate(client, { ratePerSec: RATE_PER_SEC, ...ROUND });
@@ -72,8 +67,6 @@ async function round(side: Side, client: LoadClient): Promise<Round> {
   return { p50Ms: quantile(stats.sortedMs, 0.5), p99Ms: quantile(stats.sortedMs, 0.99), cpuUs: (cpu / requests) * 1e6 };
 }
 
-const r3 = (x: number): number => Math.round(x * 1000) / 1000;
-
 function rows(protocol: Protocol, sides: readonly Side[], runs: Record<'a' | 'b', Round[]>): BenchResult[] {
   const name = `ab/${protocol}/${RATE_PER_SEC}rps`;
   const out: BenchResult[] = sides.map((s) => {
@@ -82,8 +75,8 @@ function rows(protocol: Protocol, sides: readonly Side[], runs: Record<'a' | 'b'
       name: `${name}/${s.name}`,
       nsPerOp: null,
       opsPerSec: RATE_PER_SEC,
-      p50Ms: r3(median(rs.map((r) => r.p50Ms))),
-      p99Ms: r3(median(rs.map((r) => r.p99Ms))),
+      p50Ms: round(median(rs.map((r) => r.p50Ms))),
+      p99Ms: round(median(rs.map((r) => r.p99Ms))),
       cpuUsPerRequest: Math.round(median(rs.map((r) => r.cpuUs))),
       p99MsRounds: rs.map((r) => r.p99Ms.toFixed(2)).join(' '),
       nodeArgs: s.args.join(' '),
@@ -95,8 +88,8 @@ function rows(protocol: Protocol, sides: readonly Side[], runs: Record<'a' | 'b'
     name: `${name}/b-a`,
     nsPerOp: null,
     opsPerSec: null,
-    medianDiffP50Ms: r3(median(diff((r) => r.p50Ms))),
-    medianDiffP99Ms: r3(median(p99)),
+    medianDiffP50Ms: round(median(diff((r) => r.p50Ms))),
+    medianDiffP99Ms: round(median(p99)),
     medianDiffCpuUsPerRequest: Math.round(median(diff((r) => r.cpuUs))),
     bLowerP99Rounds: `${p99.filter((d) => d < 0).length}/${p99.length}`,
   });
@@ -134,7 +127,7 @@ export async function runMeshAbSuite(): Promise<BenchResult[]> {
           const order = r % 2 === 0 ? [0, 1] : [1, 0];
           for (const i of order) {
             const side = sides[i] as Side;
-            runs[side.name].push(await round(side, clients[i] as LoadClient));
+            runs[side.name].push(await measureRound(side, clients[i] as LoadClient));
           }
           const a = runs.a[r] as Round;
           const b = runs.b[r] as Round;

@@ -25,7 +25,9 @@ const WARD_BIN = new URL('../bin/ward.js', import.meta.url).pathname;
  * starts them), space-separated (`WARD_BENCH_PROXY_NODE_ARGS`), e.g. `--cpu-prof
  * --cpu-prof-dir=/tmp/prof` to profile them under the bench's load.
  */
-const PROXY_NODE_ARGS = (process.env.WARD_BENCH_PROXY_NODE_ARGS ?? '').split(' ').filter((a) => a !== '');
+/** Node options from a space-separated environment variable's value (unset: none). */
+export const splitNodeArgs = (value: string | undefined): string[] => (value ?? '').split(' ').filter((a) => a !== '');
+const PROXY_NODE_ARGS = splitNodeArgs(process.env.WARD_BENCH_PROXY_NODE_ARGS);
 const idOf = (ns: string, sa: string) => `${sa}.${ns}.serviceaccount.identity.linkerd.cluster.local`;
 
 /** The client workload's mesh identity. */

@@ -127,10 +127,11 @@ interface Measured {
   readonly runs: readonly Run[];
 }
 
-const log = (line: string): void => {
+/** A progress line on stderr (stdout stays machine-readable). */
+export const log = (line: string): void => {
   process.stderr.write(`${line}\n`);
 };
-const round = (n: number, digits = 3): number => Math.round(n * 10 ** digits) / 10 ** digits;
+export const round = (n: number, digits = 3): number => Math.round(n * 10 ** digits) / 10 ** digits;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const median = (values: readonly number[]): number => {
   const sorted = [...values].sort((a, b) => a - b);
