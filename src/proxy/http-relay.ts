@@ -14,8 +14,8 @@ import {
   type IncomingHttpStatusHeader,
   type ServerHttp2Stream,
 } from 'node:http2';
-import type { Dispatcher } from 'undici';
 import { RESPOND_WITH_TRAILERS, RESPOND_WITHOUT_BODY } from './h2-stream-options.js';
+import type { Http1Pool, Http1PoolHandler } from './http1-pool.js';
 import { filterHttp1Response, filterHttp2Response, pairsOf } from './inbound-http-headers.js';
 
 const { NGHTTP2_CANCEL, NGHTTP2_INTERNAL_ERROR, NGHTTP2_NO_ERROR } = h2constants;
@@ -31,7 +31,7 @@ export interface Http1UpstreamRequest {
   /**
    * The upstream is a proxy's HTTP server (a meshed endpoint with the `http1` session protocol:
    * its proxy answers, and never sends a body to HEAD): the connection is kept after a HEAD
-   * request, which then costs no new mTLS handshake. Otherwise undici closes it, in case a
+   * request, which then costs no new mTLS handshake. Otherwise the pool closes it, in case a
    * misbehaving server sends a body anyway.
    */
   readonly upstreamIsProxy?: boolean;
@@ -65,13 +65,6 @@ export interface Http1RelayHooks {
   settled?(): void;
 }
 
-/** Flat pairs of latin1 strings from undici's raw header buffers. */
-function latin1Pairs(raw: readonly Buffer[]): string[] {
-  const out = new Array<string>(raw.length);
-  for (let i = 0; i < raw.length; i++) out[i] = (raw[i] as Buffer).toString('latin1');
-  return out;
-}
-
 /** The first value of the header `lowerName` (lower case) in flat pairs, or undefined. */
 export function headerValue(pairs: readonly string[], lowerName: string): string | undefined {
   for (let i = 0; i + 1 < pairs.length; i += 2) {
@@ -91,58 +84,63 @@ export function announcesBody(raw: readonly string[]): boolean {
   return false;
 }
 
-function noop(): void {}
-
-/** The errors undici's Request constructor throws for a request it will not send (invalid argument, unsupported, a failed assertion). */
-function isUndiciRefusal(err: Error): boolean {
-  const code = (err as { code?: unknown }).code;
-  return code === 'UND_ERR_INVALID_ARG' || code === 'UND_ERR_NOT_SUPPORTED' || code === 'ERR_ASSERTION';
-}
-
-/** Header names undici refuses in a request (it frames the message itself); a proxy drops them anyway. */
-const REFUSED_BY_UNDICI: ReadonlySet<string> = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'expect']);
-/** What a header value may hold (RFC 9110 §5.5, obs-text included), as undici checks it. */
+/** Header names the pool frames itself or a proxy must not forward. */
+const NOT_FORWARDED: ReadonlySet<string> = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'expect']);
+/** What a header value may hold (RFC 9110 §5.5, obs-text included). */
 const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
-/** A reason phrase relayed as is: printable ASCII (undici decodes it as UTF-8, and node refuses what is not Latin-1). */
+/** A header name: a token (RFC 9110 §5.1). */
+const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+/** True when `target` holds a character that would break the request line (whitespace, a control, non-ASCII). */
+function hasBadTargetChar(target: string): boolean {
+  for (let i = 0; i < target.length; i++) {
+    const c = target.charCodeAt(i);
+    if (c <= 0x20 || c >= 0x7f) return true;
+  }
+  return false;
+}
+/** A reason phrase relayed as is: printable ASCII (node refuses what is not Latin-1). */
 const PRINTABLE_REASON = /^[\t\x20-\x7e]*$/;
 
 /**
- * Why undici would refuse `request` (its Request constructor throws), or undefined. undici then
- * reports the error, but its pool also takes the refusal for a busy connection and never uses
- * that connection again: enough such requests would wedge the pool. So they never reach it.
+ * Why `request` cannot be written upstream as it is, or undefined. The pool writes names, values
+ * and the target verbatim, so this is what keeps a request from saying more than it did: no
+ * header the pool frames itself, nothing that would end a line or the request line early, no
+ * ambiguous `Host` or `Content-Length`. (node's parser refuses most of it from a client already;
+ * route filters and other code paths pass through here too.)
  */
 export function refusalOf(request: Http1UpstreamRequest): string | undefined {
-  if (request.path.charCodeAt(0) !== 0x2f /* / */) return `request target ${JSON.stringify(request.path.slice(0, 100))} is not origin-form`;
+  const path = request.path;
+  if (path.charCodeAt(0) !== 0x2f /* / */) return `request target ${JSON.stringify(path.slice(0, 100))} is not origin-form`;
+  if (hasBadTargetChar(path)) return 'invalid request target';
   const h = request.headers;
   let hosts = 0;
   let lengths = 0;
   for (let i = 0; i + 1 < h.length; i += 2) {
     const name = h[i] as string;
+    const value = h[i + 1] as string;
+    if (!HEADER_NAME.test(name)) return `invalid header name ${JSON.stringify(name.slice(0, 100))}`;
     // Only names as long as one of those looked for are lower-cased (no string per header).
     const n = name.length;
     if (n === 4 || n === 6 || n === 7 || n === 10 || n === 14 || n === 17) {
       const lower = name.toLowerCase();
       if (lower === 'host') {
         hosts++;
-        // undici asserts that a bracketed host (an IPv6 literal) closes its bracket.
-        const value = h[i + 1] as string;
+        // A bracketed host (an IPv6 literal) closes its bracket.
         if (value.charCodeAt(0) === 0x5b /* [ */ && !value.includes(']')) return 'invalid Host header';
-      } else if (lower === 'content-length') lengths++;
-      else if (REFUSED_BY_UNDICI.has(lower)) return `the ${lower} header cannot be forwarded`;
+      } else if (lower === 'content-length') {
+        lengths++;
+        if (!/^\d{1,15}$/.test(value)) return 'invalid Content-Length header';
+      } else if (NOT_FORWARDED.has(lower)) return `the ${lower} header cannot be forwarded`;
     }
-    if (!HEADER_VALUE.test(h[i + 1] as string)) return `invalid value of the ${name.toLowerCase()} header`;
+    if (!HEADER_VALUE.test(value)) return `invalid value of the ${name.toLowerCase()} header`;
   }
   if (hosts > 1) return 'more than one Host header';
   if (lengths > 1) return 'more than one Content-Length header';
   return undefined;
 }
 
-/**
- * One request relayed through undici: its callbacks are undici's raw dispatch handler (undici's
- * own `request` and `stream` use the same), which hands over the response's headers as raw
- * pairs in their order, unparsed.
- */
-class Http1Exchange implements Dispatcher.DispatchHandler {
+/** One request relayed through an {@link Http1Pool}. */
+class Http1Exchange implements Http1PoolHandler {
   readonly #req: IncomingMessage;
   readonly #res: ServerResponse;
   readonly #hooks: Http1RelayHooks;
@@ -152,13 +150,10 @@ class Http1Exchange implements Dispatcher.DispatchHandler {
   #cancelled = false;
   #settled = false;
 
-  readonly #retire: () => void;
-
-  constructor(req: IncomingMessage, res: ServerResponse, hooks: Http1RelayHooks, retire: () => void) {
+  constructor(req: IncomingMessage, res: ServerResponse, hooks: Http1RelayHooks) {
     this.#req = req;
     this.#res = res;
     this.#hooks = hooks;
-    this.#retire = retire;
   }
 
   /** The client went away: abort the upstream request, or drop it unsent when it has no connection yet. */
@@ -170,29 +165,23 @@ class Http1Exchange implements Dispatcher.DispatchHandler {
   }
 
   onConnect(abort: (err?: Error) => void): void {
-    if (this.#cancelled) {
-      // Thrown, not abort(): undici then drops the request and keeps the connection (abort would
-      // destroy it, and with it a handshake). A request with a body does not get here: its body
-      // failed when the client went away, and undici aborts such a request, connection and all.
-      throw new Error('the client went away');
-    }
+    // Thrown: the pool then drops the request unsent and keeps the connection.
+    if (this.#cancelled) throw new Error('the client went away');
     this.#abort = abort;
     this.#connected = true;
     this.#hooks.sent?.();
   }
 
-  onHeaders(status: number, raw: Buffer[], resume: () => void, statusText: string): boolean {
-    // 1xx (102, 103): informational, not the response; node:http's client did not relay them either.
-    if (status < 200) return true;
+  onHeaders(status: number, headers: string[], resume: () => void, reason: string): boolean {
     const res = this.#res;
     if (this.#cancelled || res.destroyed) {
       this.cancel();
       return false;
     }
-    const headers = filterHttp1Response(latin1Pairs(raw));
+    const relayed = filterHttp1Response(headers);
     try {
-      if (statusText === '' || !PRINTABLE_REASON.test(statusText)) res.writeHead(status, headers);
-      else res.writeHead(status, statusText, headers);
+      if (reason === '' || !PRINTABLE_REASON.test(reason)) res.writeHead(status, relayed);
+      else res.writeHead(status, reason, relayed);
     } catch (e) {
       // A response node refuses to relay (an invalid status or header): the caller answers, with
       // its own reason phrase (node keeps the one it refused otherwise).
@@ -203,7 +192,7 @@ class Http1Exchange implements Dispatcher.DispatchHandler {
       this.#hooks.unrelayable(e instanceof Error ? e : new Error(String(e)));
       return false;
     }
-    this.#hooks.head?.(res.statusCode, headers);
+    this.#hooks.head?.(res.statusCode, relayed);
     this.#resume = resume;
     res.on('drain', resume);
     return true;
@@ -213,28 +202,23 @@ class Http1Exchange implements Dispatcher.DispatchHandler {
     return this.#res.write(chunk);
   }
 
-  onComplete(trailers: string[] | Buffer[] | null): void {
+  onComplete(trailers: string[]): void {
     this.#settle();
     const res = this.#res;
     this.#unhookDrain();
     if (res.destroyed) return;
-    const pairs = trailers === null || trailers.length === 0 ? EMPTY : latin1Pairs(trailers as Buffer[]);
-    if (pairs.length > 0) res.addTrailers(pairsOf(pairs));
-    this.#hooks.trailers?.(pairs);
+    // The upstream answered before the client finished its body (a 413, say): the rest is
+    // discarded, and the connection closed after the answer rather than kept for an upload of
+    // unknown length.
+    if (!this.#req.complete && announcesBody(this.#req.rawHeaders)) res.shouldKeepAlive = false;
+    if (trailers.length > 0) res.addTrailers(pairsOf(trailers));
+    this.#hooks.trailers?.(trailers);
     res.end();
   }
 
   onError(err: Error): void {
     this.#settle();
     this.#unhookDrain();
-    if (!this.#connected && isUndiciRefusal(err)) {
-      // undici refused the request itself: a shape refusalOf missed. Its pool has taken that for
-      // a busy connection it will never use again, so the pool is retired (it finishes what it
-      // runs; its owner makes a new one) and the client is answered as for refusalOf.
-      this.#retire();
-      if (!this.#cancelled && !this.#res.headersSent && !this.#res.destroyed) this.#hooks.refused(`the request cannot be forwarded: ${err.message}`);
-      return;
-    }
     const res = this.#res;
     if (this.#cancelled || res.writableEnded || res.destroyed) return;
     if (res.headersSent) {
@@ -246,7 +230,7 @@ class Http1Exchange implements Dispatcher.DispatchHandler {
     this.#hooks.failed(err, this.#connected);
   }
 
-  /** Settles without sending: the request was refused before it reached undici. */
+  /** Settles without sending: the request was refused before it reached the pool. */
   refuse(reason: string): void {
     this.#cancelled = true;
     this.#settle();
@@ -266,29 +250,24 @@ class Http1Exchange implements Dispatcher.DispatchHandler {
   }
 
   /**
-   * undici destroys the request body it failed to send: the rest of it is never read, so the
-   * client's connection cannot carry another request after the caller's answer.
+   * A request body the pool had started to send and stopped (the upstream failed) is part gone:
+   * the client's connection is closed after the caller's answer rather than kept on a body half
+   * relayed. A body still unread (a connect failure) is whole, and node discards it as usual.
    */
   #keepAliveUnlessBodyLost(): void {
-    if (this.#req.destroyed && !this.#req.complete) this.#res.shouldKeepAlive = false;
+    if (this.#connected && !this.#req.complete && announcesBody(this.#req.rawHeaders)) this.#res.shouldKeepAlive = false;
   }
 }
 
-const EMPTY: readonly string[] = [];
-
 /**
- * Sends `request` through `upstream` (an undici pool) with the client's body (`req`, when its
- * headers announce one) and relays the response to `res`: head, body with backpressure,
- * trailers. The client's response closing first cancels the upstream request. undici reads the
- * body only once the request has a connection, so after a connect failure it is still whole. A
- * request undici would refuse ({@link refusalOf}) is not sent: `hooks.refused`. Should undici
- * refuse one all the same, `upstream` is closed (gracefully): its owner must not hand out a
- * closed pool.
+ * Sends `request` through `upstream` with the client's body (`req`, when its headers announce
+ * one) and relays the response to `res`: head, body with backpressure, trailers. The client's
+ * response closing first cancels the upstream request. The pool reads the body only once the
+ * request has a connection, so after a connect failure it is still whole. A request that cannot
+ * be written as it is ({@link refusalOf}) is not sent: `hooks.refused`.
  */
-export function relayHttp1(upstream: Dispatcher, req: IncomingMessage, res: ServerResponse, request: Http1UpstreamRequest, hooks: Http1RelayHooks): void {
-  const exchange = new Http1Exchange(req, res, hooks, () => {
-    upstream.close().catch(noop);
-  });
+export function relayHttp1(upstream: Http1Pool, req: IncomingMessage, res: ServerResponse, request: Http1UpstreamRequest, hooks: Http1RelayHooks): void {
+  const exchange = new Http1Exchange(req, res, hooks);
   const refusal = refusalOf(request);
   if (refusal !== undefined) {
     exchange.refuse(refusal);
@@ -301,9 +280,9 @@ export function relayHttp1(upstream: Dispatcher, req: IncomingMessage, res: Serv
     {
       method: request.method,
       path: request.path,
-      headers: request.headers as string[],
+      headers: request.headers,
       body: announcesBody(req.rawHeaders) ? req : null,
-      ...(request.upstreamIsProxy === true ? { reset: false } : {}),
+      keepAfterHead: request.upstreamIsProxy === true,
     },
     exchange,
   );

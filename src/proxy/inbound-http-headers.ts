@@ -6,7 +6,7 @@
  *   authorization) nor any other proxy-to-proxy header;
  * - HTTP/1 hop-by-hop headers (RFC 9110 §7.6.1) are dropped in both directions: `connection` and
  *   every header it names (except `host`), `keep-alive`, `proxy-connection`, `transfer-encoding`
- *   (bodies are re-framed on each hop: undici frames the request, node the response), `te`,
+ *   (bodies are re-framed on each hop: the upstream pool frames the request, node the response), `te`,
  *   `upgrade`, `http2-settings`, and `expect` on requests (the proxy answers `100-continue`
  *   itself);
  * - the policy sees exactly the headers that are forwarded (minus the proxy's own

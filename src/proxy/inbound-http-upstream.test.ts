@@ -13,7 +13,7 @@ describe('AppUpstream', () => {
     req.resume();
     res.end(`hello ${req.url}`);
   });
-  // `Keep-Alive: timeout=3`: undici closes an idle connection 2 s before that, after 1 s.
+  // `Keep-Alive: timeout=3`: the pool closes an idle connection 2 s before that, after 1 s.
   app.keepAliveTimeout = 3500;
   const upstream = new AppUpstream({ maxSocketsPerPort: 4 });
   after(() => {
@@ -27,7 +27,7 @@ describe('AppUpstream', () => {
         let status = 0;
         let body = '';
         upstream.pool1(HOST, port).dispatch(
-          { method: 'GET', path, headers: ['host', 'app'] },
+          { method: 'GET', path, headers: ['host', 'app'], body: null },
           {
             onConnect: () => {},
             onHeaders: (s: number) => {

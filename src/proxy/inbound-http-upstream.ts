@@ -2,10 +2,10 @@
  * Connections from the inbound HTTP stack to the application (`host:port`: local mode's
  * `appHost:appPort`, or in transparent mode the pod address a connection to an undeclared port
  * arrived on).
- * HTTP/1: one keep-alive undici `Pool` per application address (STACK.md §2.13); the connection
- * count per address is bounded, requests beyond it queue in the pool. Idle connections close
- * after undici's keep-alive (4 s, or the application's `Keep-Alive: timeout` hint less 2 s), and
- * pools left without a connection are dropped every {@link PRUNE_INTERVAL_MS}. HTTP/2 (and gRPC):
+ * HTTP/1: one keep-alive {@link Http1Pool} per application address; the connection count per
+ * address is bounded, requests beyond it queue in the pool. Idle connections close after 4 s (or
+ * the application's `Keep-Alive: timeout` hint less 2 s), and pools left without a connection
+ * are dropped every {@link PRUNE_INTERVAL_MS}. HTTP/2 (and gRPC):
  * one `ClientHttp2Session` per application address, shared by every request to it and replaced
  * once it closes, fails or receives a GOAWAY (streams already open on it finish there).
  * nghttp2 queues streams beyond the application's `maxConcurrentStreams` itself.
@@ -14,7 +14,7 @@ import type { OutgoingHttpHeaders } from 'node:http';
 import { type ClientHttp2Session, type ClientHttp2Stream, connect as connectHttp2 } from 'node:http2';
 import { connect as connectTcp } from 'node:net';
 import { requestOptions } from './h2-stream-options.js';
-import { dropIdle, isOpen, type Pool, relayPool } from './undici-pool.js';
+import { dropIdle, Http1Pool, isOpen, plainConnect } from './http1-pool.js';
 
 /** Settings of an {@link AppUpstream}. */
 export interface AppUpstreamOptions {
@@ -38,7 +38,7 @@ function isSessionGone(e: unknown): boolean {
 export class AppUpstream {
   readonly #maxSockets: number;
   /** By `host|port`. */
-  readonly #pools = new Map<string, Pool>();
+  readonly #pools = new Map<string, Http1Pool>();
   #pruneTimer: NodeJS.Timeout | undefined;
   /** By `host|port`. */
   readonly #sessions = new Map<string, ClientHttp2Session>();
@@ -52,13 +52,13 @@ export class AppUpstream {
    * The HTTP/1 keep-alive pool to the application at `host:port` (a request without a `Host`
    * header gets `host:port`). Destroyed pools refuse requests once the upstream is closed.
    */
-  pool1(host: string, port: number): Pool {
+  pool1(host: string, port: number): Http1Pool {
     const key = `${host}|${port}`;
     let pool = this.#pools.get(key);
     // A closed pool (retired by the relay) finishes its requests on its own; a new one takes its place.
     if (!isOpen(pool)) {
       const authorityHost = host.includes(':') ? `[${host}]` : host;
-      pool = relayPool(`http://${authorityHost}:${port}`, this.#maxSockets);
+      pool = new Http1Pool({ authority: `${authorityHost}:${port}`, connect: plainConnect(host, port), connections: this.#maxSockets });
       if (this.#closed) void pool.destroy();
       else {
         this.#pools.set(key, pool);

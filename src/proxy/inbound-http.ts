@@ -35,8 +35,9 @@
  *   other malformed framing with 400 before a request exists; a Transfer-Encoding whose final
  *   coding is not chunked (which node refuses only after the headers) is answered 400 here. Such
  *   requests never reach the application and the connection is closed. Bodies are re-framed by
- *   undici toward the application, never relayed as raw bytes. A request undici cannot send as it
- *   came (an asterisk-form `OPTIONS *`, two Host headers) is answered 400 and the connection closed.
+ *   the upstream pool (http1-pool) toward the application, never relayed as raw bytes. A request
+ *   that cannot be written as it came (an asterisk-form `OPTIONS *`, two Host headers:
+ *   `refusalOf`) is answered 400 and the connection closed.
  * - Limits: the header block is bounded (`maxHeaderBytes`, 431) and must arrive within
  *   `headersTimeoutMs` of the request's first byte (408; node's coarse connection check, no timer
  *   per request). An HTTP/2 client's connection preface and first SETTINGS frame must arrive
@@ -558,7 +559,7 @@ export class InboundHttp {
    */
   #boundDiscardedBody(res: ServerResponse): void {
     const req = res.req;
-    // The connection's socket, held here: undici unsets `req.socket` when it destroys a body it failed to send.
+    // The connection's socket, held here: `req.socket` is unset once the request is destroyed.
     const socket = res.socket;
     if (req.complete || socket === null) return;
     const timer = setTimeout(() => {

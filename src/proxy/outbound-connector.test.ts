@@ -80,7 +80,7 @@ function h1Get(
       let status = 0;
       const chunks: Buffer[] = [];
       c.pool1(ep, 'http1').dispatch(
-        { method: 'GET', path, headers },
+        { method: 'GET', path, headers, body: null },
         {
           onConnect: () => {},
           onHeaders: (s: number) => {
@@ -211,7 +211,7 @@ describe('OutboundConnector: mesh TLS and the transport header', () => {
     const failed = await new Promise<{ error: unknown; hadSocket: boolean }>((resolve) => {
       let hadSocket = false;
       c.pool1(wrong, 'http1').dispatch(
-        { method: 'GET', path: '/', headers: ['Host', 'x'] },
+        { method: 'GET', path: '/', headers: ['Host', 'x'], body: null },
         {
           onConnect: () => {
             hadSocket = true;

@@ -12,7 +12,7 @@
  * `ip:port`. Nothing is written on a connection before its handshake and checks have passed, so
  * a peer with the wrong identity never sees a byte of the request.
  *
- * Reuse (no handshake per request): HTTP/1 goes through one keep-alive undici `Pool` per endpoint
+ * Reuse (no handshake per request): HTTP/1 goes through one keep-alive `Http1Pool` per endpoint
  * and session protocol (STACK.md §2.13), whose `connect` hands over a connection already through
  * the handshake with its header written; HTTP/2 shares one `ClientHttp2Session` per endpoint,
  * replaced once it closes, fails or receives a GOAWAY (nghttp2 queues streams beyond the peer's
@@ -28,9 +28,9 @@ import { type ConnectionOptions, connect as connectTls, type TLSSocket } from 'n
 import type { DestinationEndpoint } from '../api/index.js';
 import type { WorkloadCertificate } from '../identity/index.js';
 import { errorMessage, type Logger, MeshError, silentLogger } from '../shared/index.js';
+import { dropIdle, Http1Pool, isOpen } from './http1-pool.js';
 import { meshClientOptions, TRANSPORT_HEADER_ALPN } from './tls-context.js';
 import { encodeTransportHeader, type SessionProtocol } from './transport-header.js';
-import { dropIdle, isOpen, type Pool, relayPool } from './undici-pool.js';
 
 /** The upstream proxies' mesh (inbound) port. */
 export const DEFAULT_MESH_PORT = 4143;
@@ -163,10 +163,10 @@ export class OutboundConnector {
   readonly #onConnection: ((socket: Socket, endpoint: DestinationEndpoint) => void) | undefined;
   readonly #log: Logger;
   readonly #open = new Set<Socket>();
-  readonly #pools = new Map<string, Pool>();
+  readonly #pools = new Map<string, Http1Pool>();
   /** The pool of each endpoint object, per protocol (a pool dropped by `prune` is destroyed, and then looked up again). */
-  readonly #http1PoolOf = new WeakMap<DestinationEndpoint, Pool>();
-  readonly #opaquePoolOf = new WeakMap<DestinationEndpoint, Pool>();
+  readonly #http1PoolOf = new WeakMap<DestinationEndpoint, Http1Pool>();
+  readonly #opaquePoolOf = new WeakMap<DestinationEndpoint, Http1Pool>();
   readonly #sessions = new Map<string, SessionSlot>();
   readonly #failures: Partial<Record<OutboundConnectFailure, number>> = {};
   #handshakes = 0;
@@ -241,12 +241,12 @@ export class OutboundConnector {
   }
 
   /**
-   * The HTTP/1 keep-alive pool (undici) to `endpoint` for `protocol` (`http1`, or `opaque` for an
+   * The HTTP/1 keep-alive pool to `endpoint` for `protocol` (`http1`, or `opaque` for an
    * endpoint whose port is opaque: the bytes are then forwarded as a TCP stream). A connect
    * failure is the error of the requests waiting for that connection (an
    * {@link OutboundConnectError}), before their `onConnect`.
    */
-  pool1(endpoint: DestinationEndpoint, protocol: 'http1' | 'opaque'): Pool {
+  pool1(endpoint: DestinationEndpoint, protocol: 'http1' | 'opaque'): Http1Pool {
     // The resolver hands out the same endpoint object until the endpoint changes: remember its
     // pool on it rather than build the pool's key for every request.
     const byEndpoint = protocol === 'http1' ? this.#http1PoolOf : this.#opaquePoolOf;
@@ -256,10 +256,12 @@ export class OutboundConnector {
     let pool = this.#pools.get(key);
     // A closed pool (retired by the relay) finishes its requests on its own; a new one takes its place.
     if (!isOpen(pool) || this.#closed) {
-      pool = relayPool(`http://${hostPort(endpoint.ip, endpoint.port)}`, this.#maxSockets, {
+      pool = new Http1Pool({
+        authority: hostPort(endpoint.ip, endpoint.port),
+        connections: this.#maxSockets,
         // Asynchronous: a request gets its connection (and writes its first byte) only once the
         // handshake, the checks and the transport header are done.
-        connect: (_opts, callback) => {
+        connect: (callback) => {
           this.connect(endpoint, protocol).then(
             (s) => callback(null, s),
             (e: unknown) => callback(e instanceof Error ? e : new Error(String(e)), null),

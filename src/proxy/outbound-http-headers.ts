@@ -2,7 +2,7 @@
  * Header hygiene of the outbound proxy (an HTTP forward proxy): what the application's request
  * carries to the endpoint. Invariants:
  * - HTTP/1 hop-by-hop headers (RFC 9110 §7.6.1) are dropped: `connection` and every header it
- *   names, `keep-alive`, `proxy-connection`, `transfer-encoding` (undici re-frames bodies), `te`,
+ *   names, `keep-alive`, `proxy-connection`, `transfer-encoding` (the upstream pool re-frames bodies), `te`,
  *   `upgrade`, `http2-settings`, and `expect` (node answers `100-continue` itself);
  * - every `proxy-*` header is dropped (`Proxy-Authorization` is for this proxy, never the
  *   endpoint), and so is every `l5d-*` header the application sent: proxy-to-proxy headers are the
