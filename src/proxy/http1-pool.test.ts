@@ -531,6 +531,8 @@ describe('Http1Pool', () => {
     up.received.length = 0;
     const o = await send(p, { method: 'POST', path: '/liar', headers: ['content-length', '5'], body: null });
     assert.equal(o.error?.code, 'ERR_HTTP1_BODY_LENGTH');
+    const head = await send(p, { method: 'HEAD', path: '/liar', headers: ['content-length', '5'], body: null });
+    assert.equal(head.error?.code, 'ERR_HTTP1_BODY_LENGTH');
     assert.equal((await send(p, { path: '/next' })).body, 'ok');
     assert.deepEqual(
       up.received.map((r) => r.head.split('\r\n')[0]),

@@ -220,7 +220,6 @@ class Connection {
     this.#completedNow = false;
     (this.socket as Referable).ref?.();
     const req = ex.request;
-    if (req.method === 'HEAD' && req.keepAfterHead !== true) this.spent = true;
     let head = `${req.method} ${req.path} HTTP/1.1\r\n`;
     const h = req.headers;
     let hasHost = false;
@@ -242,6 +241,10 @@ class Connection {
         return false;
       }
       if (length < 0 && BODY_METHODS.has(req.method)) head += 'content-length: 0\r\n';
+    }
+    // An application may send a body to HEAD anyway: its connection is not reused after one.
+    if (req.method === 'HEAD' && req.keepAfterHead !== true) this.spent = true;
+    if (body === null) {
       ex.sent = true;
       this.socket.write(`${head}\r\n`, 'latin1');
       return true;
@@ -552,7 +555,10 @@ export class Http1Pool {
       const conn = this.#idle.pop();
       if (conn !== undefined) {
         // One the upstream ended, or that spoke out of turn, is on its way out ('close' comes later).
-        if (conn.spent || conn.closed || conn.socket.destroyed) continue;
+        if (conn.spent || conn.closed || conn.socket.destroyed) {
+          conn.socket.destroy();
+          continue;
+        }
         this.#start(conn, this.#queue.shift() as Exchange);
         continue;
       }
