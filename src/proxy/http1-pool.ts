@@ -31,6 +31,7 @@
  */
 import { connect as connectTcp } from 'node:net';
 import type { Duplex, Readable } from 'node:stream';
+import { MeshError } from '../shared/index.js';
 import { createResponseParser, type ResponseParser } from './http1-parser.js';
 
 /** A request for {@link Http1Pool.dispatch}. */
@@ -92,17 +93,7 @@ const MAX_HEADER_BYTES = 16 * 1024;
 /** Methods whose requests normally carry a body: without one they get `content-length: 0` (RFC 9110 §8.6). */
 const BODY_METHODS: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH', 'QUERY']);
 
-/** An error of the pool itself, with a stable `code`. */
-export class Http1PoolError extends Error {
-  readonly code: string;
-  constructor(code: string, message: string) {
-    super(message);
-    this.name = 'Http1PoolError';
-    this.code = code;
-  }
-}
-
-/** True when `name` (any case) is `lower`, without making a string per header. */
+/** True when `name` (any case) is `lower`; only a name of the same length is lower-cased. */
 function isHeader(name: string, lower: string): boolean {
   return name.length === lower.length && name.toLowerCase() === lower;
 }
@@ -119,7 +110,7 @@ function persists(headers: readonly string[], minor: number): boolean {
   let keepAlive = false;
   for (let i = 0; i + 1 < headers.length; i += 2) {
     const name = headers[i] as string;
-    if (name.length !== 10 || !isHeader(name, 'connection')) continue;
+    if (!isHeader(name, 'connection')) continue;
     for (const option of (headers[i + 1] as string).toLowerCase().split(',')) {
       const o = option.trim();
       if (o === 'close') close = true;
@@ -227,8 +218,8 @@ class Connection {
     for (let i = 0; i + 1 < h.length; i += 2) {
       const name = h[i] as string;
       const value = h[i + 1] as string;
-      if (name.length === 4 && isHeader(name, 'host')) hasHost = true;
-      else if (name.length === 14 && isHeader(name, 'content-length')) length = Number(value);
+      if (isHeader(name, 'host')) hasHost = true;
+      else if (isHeader(name, 'content-length')) length = Number(value);
       head += `${name}: ${value}\r\n`;
     }
     if (!hasHost) head += `host: ${this.#pool.authority}\r\n`;
@@ -237,7 +228,7 @@ class Connection {
       if (length > 0) {
         // A length with nothing to send: the upstream would read the next request as its body.
         this.exchange = undefined;
-        ex.fail(new Http1PoolError('ERR_HTTP1_BODY_LENGTH', 'the request announces a body it does not have'));
+        ex.fail(new MeshError('ERR_HTTP1_BODY_LENGTH', 'the request announces a body it does not have'));
         return false;
       }
       if (length < 0 && BODY_METHODS.has(req.method)) head += 'content-length: 0\r\n';
@@ -287,7 +278,7 @@ class Connection {
         this.#bodyRemaining -= buf.length;
         if (this.#bodyRemaining < 0) {
           // More than its Content-Length: it must never run into the next request.
-          this.abort(ex, new Http1PoolError('ERR_HTTP1_BODY_LENGTH', 'the request body is longer than its Content-Length'));
+          this.abort(ex, new MeshError('ERR_HTTP1_BODY_LENGTH', 'the request body is longer than its Content-Length'));
           return;
         }
         ok = socket.write(buf);
@@ -301,13 +292,13 @@ class Connection {
       stop();
       if (this.#chunked) socket.write('0\r\n\r\n', 'latin1');
       else if (this.#bodyRemaining !== 0) {
-        this.abort(ex, new Http1PoolError('ERR_HTTP1_BODY_LENGTH', 'the request body is shorter than its Content-Length'));
+        this.abort(ex, new MeshError('ERR_HTTP1_BODY_LENGTH', 'the request body is shorter than its Content-Length'));
         return;
       }
       ex.sent = true;
     };
     const onFail = (err?: Error): void => {
-      this.abort(ex, err instanceof Error ? err : new Http1PoolError('ERR_HTTP1_BODY_ABORTED', 'the request body was aborted'));
+      this.abort(ex, err instanceof Error ? err : new MeshError('ERR_HTTP1_BODY_ABORTED', 'the request body was aborted'));
     };
     const onClose = (): void => {
       if (!body.readableEnded) onFail();
@@ -338,7 +329,7 @@ class Connection {
     // 1xx (100, 102, 103): informational, not the response.
     if (status < 200 && status !== 101) return true;
     if (status === 101 || upgrade) {
-      this.abort(ex, new Http1PoolError('ERR_HTTP1_UPGRADE', `the upstream switched protocols (status ${status}) unasked`));
+      this.abort(ex, new MeshError('ERR_HTTP1_UPGRADE', `the upstream switched protocols (status ${status}) unasked`));
       return true;
     }
     ex.responding = true;
@@ -349,7 +340,7 @@ class Connection {
     else {
       for (let i = 0; i + 1 < headers.length; i += 2) {
         const name = headers[i] as string;
-        if (name.length !== 10 || !isHeader(name, 'keep-alive')) continue;
+        if (!isHeader(name, 'keep-alive')) continue;
         const hint = keepAliveHintMs(headers[i + 1] as string);
         if (hint === undefined) continue;
         const ms = hint - KEEP_ALIVE_MARGIN_MS;
@@ -425,7 +416,7 @@ class Connection {
       // A body delimited by the close ends here; anything else was cut short.
       const err = this.#handlerError ?? this.#parser.finish() ?? this.#handlerError;
       if (err !== undefined) ex.fail(err);
-      else if (!ex.settled) ex.fail(new Http1PoolError('ERR_HTTP1_CLOSED', 'the upstream closed the connection before the response ended'));
+      else if (!ex.settled) ex.fail(new MeshError('ERR_HTTP1_CLOSED', 'the upstream closed the connection before the response ended'));
     }
     this.socket.destroy();
   }
@@ -438,7 +429,7 @@ class Connection {
     const ex = this.exchange;
     this.exchange = undefined;
     this.#parser.close();
-    ex?.fail(this.#error ?? new Http1PoolError('ERR_HTTP1_CLOSED', 'the upstream connection closed before the response ended'));
+    ex?.fail(this.#error ?? new MeshError('ERR_HTTP1_CLOSED', 'the upstream connection closed before the response ended'));
     this.#pool.connectionClosed(this);
   }
 
@@ -507,7 +498,7 @@ export class Http1Pool {
   dispatch(request: Http1PoolRequest, handler: Http1PoolHandler): void {
     const ex = new Exchange(request, handler);
     if (this.#closed) {
-      queueMicrotask(() => ex.fail(new Http1PoolError('ERR_HTTP1_POOL_CLOSED', 'the upstream pool is closed')));
+      queueMicrotask(() => ex.fail(new MeshError('ERR_HTTP1_POOL_CLOSED', 'the upstream pool is closed')));
       return;
     }
     this.#queue.push(ex);
@@ -524,7 +515,7 @@ export class Http1Pool {
   destroy(): Promise<void> {
     this.#closed = true;
     this.#destroyed = true;
-    const err = new Http1PoolError('ERR_HTTP1_POOL_CLOSED', 'the upstream pool was destroyed');
+    const err = new MeshError('ERR_HTTP1_POOL_CLOSED', 'the upstream pool was destroyed');
     for (const ex of this.#queue.splice(0)) ex.fail(err);
     for (const c of this.#conns) c.socket.destroy();
     return this.#empty();
@@ -570,7 +561,7 @@ export class Http1Pool {
 
   #start(conn: Connection, ex: Exchange): void {
     try {
-      ex.handler.onConnect((err) => conn.abort(ex, err ?? new Http1PoolError('ERR_HTTP1_ABORTED', 'the request was aborted')));
+      ex.handler.onConnect((err) => conn.abort(ex, err ?? new MeshError('ERR_HTTP1_ABORTED', 'the request was aborted')));
     } catch {
       // The caller no longer wants it: dropped unsent, and the connection stays idle.
       ex.settled = true;
@@ -595,7 +586,7 @@ export class Http1Pool {
       called = true;
       this.#connecting--;
       if (err !== null || socket === null) {
-        const failure = err ?? new Http1PoolError('ERR_HTTP1_CONNECT', 'the upstream connection could not be made');
+        const failure = err ?? new MeshError('ERR_HTTP1_CONNECT', 'the upstream connection could not be made');
         // With no connection left, the upstream is unreachable for every request waiting on it;
         // otherwise only the one this connection was opened for fails, and the rest wait for
         // the connections there are.
@@ -672,7 +663,7 @@ export function plainConnect(host: string, port: number, timeoutMs = CONNECT_TIM
     const socket = connectTcp({ host, port, noDelay: true });
     const timer = setTimeout(() => {
       socket.destroy();
-      callback(new Http1PoolError('ERR_HTTP1_CONNECT_TIMEOUT', `connecting to ${host}:${port} timed out after ${timeoutMs} ms`), null);
+      callback(new MeshError('ERR_HTTP1_CONNECT_TIMEOUT', `connecting to ${host}:${port} timed out after ${timeoutMs} ms`), null);
     }, timeoutMs);
     timer.unref();
     const onError = (err: Error): void => {
