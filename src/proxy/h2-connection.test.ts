@@ -1,0 +1,451 @@
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { type ClientHttp2Session, connect as connectHttp2, createServer as createHttp2Server, type Http2Server, type ServerHttp2Stream } from 'node:http2';
+import { type AddressInfo, connect as connectTcp, createServer, type Server, type Socket } from 'node:net';
+import { after, describe, it } from 'node:test';
+import { H2_CANCEL, H2Connection, type H2ConnectionOptions, type H2Stream, type H2StreamEvents } from './h2-connection.js';
+import { ByteWriter, HpackDecoder, HpackEncoder } from './hpack.js';
+
+const closers: (() => void)[] = [];
+after(() => {
+  for (const c of closers) c();
+});
+
+async function listen(server: Server | Http2Server): Promise<number> {
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  closers.push(() => server.close());
+  return (server.address() as AddressInfo).port;
+}
+
+/** A server speaking our HTTP/2; `onStream` as in the options. */
+async function ourServer(
+  onStream: NonNullable<H2ConnectionOptions['onStream']>,
+  extra: Partial<H2ConnectionOptions> = {},
+): Promise<{ port: number; conns: H2Connection[] }> {
+  const conns: H2Connection[] = [];
+  const server = createServer((s: Socket) => {
+    conns.push(new H2Connection(s, { role: 'server', onStream, ...extra }));
+  });
+  closers.push(() => {
+    for (const c of conns) c.destroy();
+  });
+  return { port: await listen(server), conns };
+}
+
+function get(pairs: readonly string[], name: string): string | undefined {
+  for (let i = 0; i < pairs.length; i += 2) if (pairs[i] === name) return pairs[i + 1];
+  return undefined;
+}
+
+/** Echoes the request body back with `x-method`, then trailers `x-bytes: <n>`. */
+function echo(stream: H2Stream, block: { pairs: string[] }): void {
+  let n = 0;
+  stream.respond([':status', '200', 'x-method', get(block.pairs, ':method') ?? '', 'x-path', get(block.pairs, ':path') ?? ''], false);
+  const events: H2StreamEvents = {
+    headers: (s) => s.end(['x-bytes', String(n)]),
+    data: (s, chunk, end) => {
+      n += chunk.length;
+      s.write(chunk);
+      if (end) s.end(['x-bytes', String(n)]);
+    },
+    // Consumed once written: a slow reader slows the writer.
+    sent: (s, k) => s.consumed(k),
+    closed: () => {},
+  };
+  stream.events = events;
+  if (stream.remoteEnded) stream.end(['x-bytes', '0']);
+}
+
+async function nodeRequest(
+  session: ClientHttp2Session,
+  headers: Record<string, string>,
+  body?: Buffer,
+): Promise<{ headers: Record<string, unknown>; body: Buffer; trailers: Record<string, unknown> }> {
+  const req = session.request(headers, { endStream: body === undefined });
+  if (body !== undefined) req.end(body);
+  const chunks: Buffer[] = [];
+  let trailers: Record<string, unknown> = {};
+  req.on('trailers', (t) => {
+    trailers = t;
+  });
+  const [h] = (await once(req, 'response')) as [Record<string, unknown>];
+  req.on('data', (d: Buffer) => chunks.push(d));
+  await once(req, 'end');
+  return { headers: h, body: Buffer.concat(chunks), trailers };
+}
+
+describe('H2Connection as a server, to node:http2 clients', { timeout: 20_000 }, () => {
+  it('answers requests with bodies and trailers, many at once, large ones within the windows', async () => {
+    const { port } = await ourServer(echo);
+    const session = connectHttp2(`http://127.0.0.1:${port}`);
+    closers.push(() => session.destroy());
+    const big = Buffer.alloc(3 * 1024 * 1024 + 7, 'x');
+    const results = await Promise.all([
+      nodeRequest(session, { ':method': 'GET', ':path': '/a' }),
+      nodeRequest(session, { ':method': 'POST', ':path': '/b', 'content-type': 'application/grpc' }, Buffer.from('hello')),
+      nodeRequest(session, { ':method': 'PUT', ':path': '/big' }, big),
+      ...Array.from({ length: 20 }, (_, i) => nodeRequest(session, { ':method': 'POST', ':path': `/n${i}` }, Buffer.from(`body ${i}`))),
+    ]);
+    assert.equal(results[0]?.headers[':status'], 200);
+    assert.equal(results[0]?.body.length, 0);
+    assert.equal(results[0]?.trailers['x-bytes'], '0');
+    assert.equal(results[1]?.headers['x-method'], 'POST');
+    assert.equal(results[1]?.body.toString(), 'hello');
+    assert.equal(results[1]?.trailers['x-bytes'], '5');
+    assert.ok(results[2]?.body.equals(big), 'a 3 MiB body both ways');
+    assert.equal(results[2]?.trailers['x-bytes'], String(big.length));
+    for (let i = 0; i < 20; i++) assert.equal(results[3 + i]?.body.toString(), `body ${i}`);
+  });
+
+  it('reports a client reset to the stream, and the connection goes on', async () => {
+    let closedWith: [number | undefined, boolean] | undefined;
+    const { port } = await ourServer((stream, block) => {
+      if (get(block.pairs, ':path') !== '/hang') {
+        echo(stream, block);
+        return;
+      }
+      stream.events = {
+        headers: () => {},
+        data: () => {},
+        closed: (_s, code, byPeer) => {
+          closedWith = [code, byPeer];
+        },
+      };
+    });
+    const session = connectHttp2(`http://127.0.0.1:${port}`);
+    closers.push(() => session.destroy());
+    const req = session.request({ ':method': 'POST', ':path': '/hang' });
+    req.on('error', () => {});
+    req.write('partial');
+    await new Promise((r) => setTimeout(r, 50));
+    req.close(H2_CANCEL);
+    const deadline = Date.now() + 2000;
+    while (closedWith === undefined && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    assert.deepEqual(closedWith, [H2_CANCEL, true]);
+    assert.equal((await nodeRequest(session, { ':method': 'GET', ':path': '/after' })).headers[':status'], 200);
+  });
+});
+
+describe('H2Connection as a client, to node:http2 servers', { timeout: 20_000 }, () => {
+  async function nodeEchoServer(settings?: { maxConcurrentStreams: number }): Promise<number> {
+    const server = createHttp2Server(settings === undefined ? {} : { settings });
+    server.on('stream', (stream: ServerHttp2Stream, headers) => {
+      const chunks: Buffer[] = [];
+      stream.on('data', (d: Buffer) => chunks.push(d));
+      stream.on('end', () => {
+        const body = Buffer.concat(chunks);
+        // Hold each stream a little, so a concurrency limit is actually reached.
+        setTimeout(() => {
+          stream.respond({ ':status': 200, 'x-path': String(headers[':path']) }, { waitForTrailers: true });
+          stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0', 'x-bytes': String(body.length) }));
+          stream.end(body);
+        }, 5);
+      });
+    });
+    return listen(server);
+  }
+
+  function ourRequest(conn: H2Connection, path: string, body?: Buffer): Promise<{ status: string; body: Buffer; trailers: string[] }> {
+    return new Promise((resolve, reject) => {
+      const chunks: Buffer[] = [];
+      let status = '';
+      let trailers: string[] = [];
+      const s = conn.request([':method', 'POST', ':scheme', 'http', ':path', path, ':authority', 'test'], body === undefined);
+      if (s === undefined) {
+        reject(new Error('connection not usable'));
+        return;
+      }
+      s.events = {
+        headers: (_s, block, end) => {
+          if (status === '') status = get(block.pairs, ':status') ?? '?';
+          else trailers = block.pairs;
+          if (end) resolve({ status, body: Buffer.concat(chunks), trailers });
+        },
+        data: (st, chunk, end) => {
+          chunks.push(chunk);
+          st.consumed(chunk.length);
+          if (end) resolve({ status, body: Buffer.concat(chunks), trailers });
+        },
+        closed: (_s, code) => {
+          if (code !== undefined) reject(new Error(`stream reset ${code}`));
+        },
+      };
+      if (body !== undefined) {
+        s.write(body);
+        s.end();
+      }
+    });
+  }
+
+  it("sends requests with bodies and reads responses and trailers, queueing beyond the peer's stream limit", async () => {
+    const port = await nodeEchoServer({ maxConcurrentStreams: 2 });
+    const socket = connectTcp({ host: '127.0.0.1', port });
+    const conn = new H2Connection(socket, { role: 'client' });
+    closers.push(() => conn.destroy());
+    const big = Buffer.alloc(2 * 1024 * 1024, 'y');
+    const results = await Promise.all([
+      ourRequest(conn, '/big', big),
+      ...Array.from({ length: 12 }, (_, i) => ourRequest(conn, `/r${i}`, Buffer.from(`r${i}`))),
+    ]);
+    assert.equal(results[0]?.status, '200');
+    assert.ok(results[0]?.body.equals(big));
+    assert.equal(get(results[0]?.trailers ?? [], 'x-bytes'), String(big.length));
+    for (let i = 0; i < 12; i++) {
+      assert.equal(results[1 + i]?.body.toString(), `r${i}`);
+      assert.equal(get(results[1 + i]?.trailers ?? [], 'grpc-status'), '0');
+    }
+    assert.equal(conn.streamCount, 0);
+  });
+
+  it('refuses the streams a GOAWAY leaves out and takes no new ones', async () => {
+    const server = createHttp2Server();
+    server.on('stream', (stream) => {
+      stream.respond({ ':status': 200 });
+      stream.end('ok');
+      stream.session?.close();
+    });
+    const port = await listen(server);
+    const conn = new H2Connection(connectTcp({ host: '127.0.0.1', port }), { role: 'client' });
+    closers.push(() => conn.destroy());
+    const first = await ourRequest(conn, '/one');
+    assert.equal(first.body.toString(), 'ok');
+    const deadline = Date.now() + 2000;
+    while (conn.usable && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    assert.equal(conn.usable, false);
+    assert.equal(conn.request([':method', 'GET', ':scheme', 'http', ':path', '/', ':authority', 't'], true), undefined);
+  });
+});
+
+/** A raw HTTP/2 client speaking frames by hand, for what no well-behaved client sends. */
+class RawClient {
+  readonly socket: Socket;
+  readonly encoder = new HpackEncoder();
+  readonly decoder = new HpackDecoder();
+  #buf = Buffer.alloc(0);
+  frames: { type: number; flags: number; id: number; payload: Buffer }[] = [];
+  ended = false;
+
+  constructor(port: number) {
+    this.socket = connectTcp({ host: '127.0.0.1', port });
+    this.socket.on('data', (d: Buffer) => {
+      this.#buf = Buffer.concat([this.#buf, d]);
+      while (this.#buf.length >= 9) {
+        const len = this.#buf.readUIntBE(0, 3);
+        if (this.#buf.length < 9 + len) break;
+        this.frames.push({
+          type: this.#buf[3] as number,
+          flags: this.#buf[4] as number,
+          id: this.#buf.readUInt32BE(5),
+          payload: this.#buf.subarray(9, 9 + len),
+        });
+        this.#buf = this.#buf.subarray(9 + len);
+      }
+    });
+    this.socket.on('close', () => {
+      this.ended = true;
+    });
+    this.socket.on('error', () => {});
+    closers.push(() => this.socket.destroy());
+  }
+
+  static frame(type: number, flags: number, id: number, payload: Buffer = Buffer.alloc(0)): Buffer {
+    const h = Buffer.alloc(9);
+    h.writeUIntBE(payload.length, 0, 3);
+    h[3] = type;
+    h[4] = flags;
+    h.writeUInt32BE(id, 5);
+    return Buffer.concat([h, payload]);
+  }
+
+  preface(): void {
+    this.socket.write(Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), RawClient.frame(4, 0, 0)]));
+  }
+
+  block(pairs: string[]): Buffer {
+    const w = new ByteWriter();
+    this.encoder.encode(w, pairs);
+    return w.take();
+  }
+
+  headers(id: number, pairs: string[], flags = 0x5): void {
+    this.socket.write(RawClient.frame(1, flags, id, this.block(pairs)));
+  }
+
+  send(b: Buffer): void {
+    this.socket.write(b);
+  }
+
+  async until(pred: () => boolean, what: string): Promise<void> {
+    const deadline = Date.now() + 3000;
+    while (!pred() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    assert.ok(pred(), what);
+  }
+
+  goaway(): { code: number; reason: string } | undefined {
+    const g = this.frames.find((f) => f.type === 7);
+    return g === undefined ? undefined : { code: g.payload.readUInt32BE(4), reason: g.payload.subarray(8).toString() };
+  }
+
+  rst(id: number): number | undefined {
+    const r = this.frames.find((f) => f.type === 3 && f.id === id);
+    return r?.payload.readUInt32BE(0);
+  }
+
+  responseStatus(id: number): string | undefined {
+    const h = this.frames.find((f) => f.type === 1 && f.id === id);
+    if (h === undefined) return undefined;
+    const r = this.decoder.decode(h.payload, 1 << 20);
+    return typeof r === 'string' ? r : get(r.pairs, ':status');
+  }
+}
+
+const REQ = [':method', 'POST', ':scheme', 'http', ':path', '/x', ':authority', 'a'];
+
+describe('H2Connection against malformed and abusive peers', { timeout: 20_000 }, () => {
+  let seen: string[] = [];
+  const server = ourServer((stream, block) => {
+    seen.push(get(block.pairs, ':path') ?? '');
+    echo(stream, block);
+  });
+
+  it('never hands over a malformed request: the stream is reset, the connection goes on', async () => {
+    const { port } = await server;
+    seen = [];
+    const bad: string[][] = [
+      [':method', 'GET', ':scheme', 'http', ':path', '/upper', ':authority', 'a', 'X-Up', '1'],
+      [...REQ, ':path', '/dup'],
+      [':method', 'GET', ':scheme', 'http', ':path', '/te', 'te', 'gzip'],
+      [':method', 'GET', ':scheme', 'http', ':path', '/conn', 'connection', 'close'],
+      [':method', 'GET', ':scheme', 'http', ':path', '/cr', 'x-a', 'a\rb'],
+      [':method', 'GET', ':scheme', 'http', ':path', '/sp', 'x-a', ' a'],
+      [':method', 'GET', ':scheme', 'http', 'x-a', 'b', ':path', '/late'],
+      [':method', 'GET', ':scheme', 'http', ':path', '/cl', 'content-length', '1', 'content-length', '2'],
+      [':method', 'GET', ':scheme', 'http', ':path', '/st', ':status', '200'],
+      [':method', 'GET', ':path', '/noscheme'],
+      [':method', 'GET', ':scheme', 'http', ':path', ''],
+    ];
+    const c = new RawClient(port);
+    c.preface();
+    for (const [i, pairs] of bad.entries()) c.headers(1 + 2 * i, pairs);
+    c.headers(1 + 2 * bad.length, [':method', 'GET', ':scheme', 'http', ':path', '/good', ':authority', 'a']);
+    await c.until(() => c.responseStatus(1 + 2 * bad.length) !== undefined, 'the good request answered');
+    for (let i = 0; i < bad.length; i++) assert.equal(c.rst(1 + 2 * i), 1, `request ${i} reset with PROTOCOL_ERROR`);
+    assert.deepEqual(seen, ['/good']);
+    assert.equal(c.goaway(), undefined);
+  });
+
+  it('resets a request whose DATA exceeds or falls short of its content-length', async () => {
+    const { port } = await server;
+    seen = [];
+    const c = new RawClient(port);
+    c.preface();
+    c.headers(1, [...REQ, 'content-length', '3'], 0x4);
+    c.send(RawClient.frame(0, 0x1, 1, Buffer.from('four')));
+    c.headers(3, [...REQ, 'content-length', '3'], 0x4);
+    c.send(RawClient.frame(0, 0x1, 3, Buffer.from('tw')));
+    await c.until(() => c.rst(1) !== undefined && c.rst(3) !== undefined, 'both reset');
+    assert.equal(c.rst(1), 1);
+    assert.equal(c.rst(3), 1);
+    // The echo got the first headers, but never a byte past the declared length.
+    const data = c.frames.filter((f) => f.type === 0 && f.payload.length > 0);
+    assert.deepEqual(data, []);
+  });
+
+  it('answers 431 to a header list over the bound and keeps decoding in step', async () => {
+    const { port } = await ourServer(echo, { maxHeaderListSize: 1024 });
+    const c = new RawClient(port);
+    c.preface();
+    c.headers(1, [...REQ, 'x-big', 'b'.repeat(2000)]);
+    c.headers(3, [...REQ]);
+    await c.until(() => c.responseStatus(3) !== undefined, 'the next request answered');
+    assert.equal(c.responseStatus(1), '431');
+    assert.equal(c.responseStatus(3), '200');
+  });
+
+  it('ends the connection on a bad preface, a first frame other than SETTINGS, DATA on an idle stream, a bad HPACK block', async () => {
+    const { port } = await server;
+    const cases: [string, (c: RawClient) => void, number][] = [
+      ['bad preface', (c) => c.send(Buffer.from('GET / HTTP/1.1\r\nHost: a\r\n\r\n')), 1],
+      ['no SETTINGS first', (c) => c.send(Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), RawClient.frame(6, 0, 0, Buffer.alloc(8))])), 1],
+      [
+        'DATA on an idle stream',
+        (c) => {
+          c.preface();
+          c.send(RawClient.frame(0, 1, 5, Buffer.from('x')));
+        },
+        1,
+      ],
+      [
+        'HPACK index out of range',
+        (c) => {
+          c.preface();
+          c.send(RawClient.frame(1, 5, 1, Buffer.from([0xff, 0x10])));
+        },
+        9,
+      ],
+      [
+        'window overflow',
+        (c) => {
+          c.preface();
+          const inc = Buffer.alloc(4);
+          inc.writeUInt32BE(0x7fff_ffff);
+          c.send(RawClient.frame(8, 0, 0, inc));
+        },
+        3,
+      ],
+      [
+        'frame over the size',
+        (c) => {
+          c.preface();
+          c.send(RawClient.frame(0, 0, 1, Buffer.alloc(20_000)));
+        },
+        6,
+      ],
+    ];
+    for (const [what, act, code] of cases) {
+      const c = new RawClient(port);
+      act(c);
+      await c.until(() => c.ended, `${what}: connection closed`);
+      assert.equal(c.goaway()?.code, code, what);
+    }
+  });
+
+  it('cuts off a rapid-reset client (streams opened and reset at once) with ENHANCE_YOUR_CALM', async () => {
+    const { port } = await server;
+    const c = new RawClient(port);
+    c.preface();
+    const rst = Buffer.alloc(4);
+    rst.writeUInt32BE(H2_CANCEL);
+    const frames: Buffer[] = [];
+    for (let i = 0; i < 1200; i++) frames.push(RawClient.frame(1, 0x4, 1 + 2 * i, c.block(REQ)), RawClient.frame(3, 0, 1 + 2 * i, rst));
+    c.send(Buffer.concat(frames));
+    await c.until(() => c.ended, 'connection closed');
+    assert.equal(c.goaway()?.code, 0xb);
+  });
+
+  it('cuts off an endless header block (CONTINUATION flood)', async () => {
+    const { port } = await server;
+    const c = new RawClient(port);
+    c.preface();
+    c.send(RawClient.frame(1, 0x0, 1, c.block(REQ)));
+    for (let i = 0; i < 200; i++) c.send(RawClient.frame(9, 0, 1, Buffer.alloc(1000, 0x40)));
+    await c.until(() => c.ended, 'connection closed');
+    assert.equal(c.goaway()?.code, 0xb);
+  });
+
+  it('refuses streams over its concurrency limit', async () => {
+    const { port } = await ourServer(
+      (stream) => {
+        stream.events = { headers: () => {}, data: () => {}, closed: () => {} };
+      },
+      { maxConcurrentStreams: 2 },
+    );
+    const c = new RawClient(port);
+    c.preface();
+    for (let i = 0; i < 3; i++) c.headers(1 + 2 * i, REQ, 0x4);
+    await c.until(() => c.rst(5) !== undefined, 'third stream reset');
+    assert.equal(c.rst(5), 7);
+    assert.equal(c.rst(1), undefined);
+  });
+});

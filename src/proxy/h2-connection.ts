@@ -1,0 +1,1114 @@
+/**
+ * HTTP/2 framing of our own (RFC 9113), the proxy's HTTP/2 both as a server (toward clients) and
+ * as a client (toward applications), built for relaying: streams are plain objects with event
+ * callbacks, not node streams, and a DATA payload goes from one connection's socket to the other's
+ * without a copy. node:http2 wraps every stream in a JS `Duplex` and every header block in an
+ * object; per relayed gRPC request that cost more CPU than all of ward's own work.
+ *
+ * What a peer gets:
+ * - Settings: ours are sent first (server: `MAX_CONCURRENT_STREAMS`; both: `MAX_HEADER_LIST_SIZE`;
+ *   client: `ENABLE_PUSH` 0) with a connection window raised to {@link H2ConnectionOptions.connectionWindow};
+ *   the stream window stays at the default 65,535. The peer's first frame must be SETTINGS.
+ * - Flow control both ways. Received data is credited back (WINDOW_UPDATE) only once its consumer
+ *   says it is {@link H2Stream.consumed} — for a relay, once it was written to the other side — so
+ *   a slow reader anywhere slows the writer, and what a stream holds is bounded by its window.
+ *   Credit goes out in halves of the window, not per frame. DATA is sent within the peer's
+ *   windows and frame size, and not at all while the socket is backed up.
+ * - Every header block is decoded in order (HPACK state stays in step) and checked (h2-message):
+ *   a malformed request or response, DATA beyond or short of `content-length`, trailers without
+ *   END_STREAM are stream errors (RST_STREAM PROTOCOL_ERROR) and never reach the consumer.
+ *   A request over `MAX_CONCURRENT_STREAMS` is refused (REFUSED_STREAM); one over the header list
+ *   bound is answered 431.
+ * - Connection errors (GOAWAY with the code, then the socket is closed): frame sizes and types out
+ *   of place, a stream id reused or from the wrong side, HPACK errors, window overflows, a header
+ *   block not continued by CONTINUATION frames or larger than twice the header list bound.
+ * - Abuse: resets sent by the peer or caused by its errors draw on a budget of
+ *   {@link RESET_BURST}, refilled at {@link RESET_REFILL_PER_S}/s (the "rapid reset" attack, as
+ *   nghttp2 bounds it); so do empty DATA frames and header blocks of streams already closed. A peer
+ *   that lets our replies (PING and SETTINGS acknowledgements, headers) pile up past
+ *   {@link MAX_BACKLOG_BYTES} because it does not read is cut off. Each of these ends the
+ *   connection with ENHANCE_YOUR_CALM.
+ *
+ * Writes made while handling input (or anywhere in one tick) are gathered and go to the socket in
+ * one `write` when the current job ends: over TLS, one record.
+ */
+import type { Duplex } from 'node:stream';
+import { type MessageFacts, messageProblem } from './h2-message.js';
+import { ByteWriter, type HeaderBlock, HpackDecoder, HpackEncoder } from './hpack.js';
+
+/** HTTP/2 error codes (RFC 9113 §7). */
+export const H2_NO_ERROR = 0x0;
+export const H2_PROTOCOL_ERROR = 0x1;
+export const H2_INTERNAL_ERROR = 0x2;
+export const H2_FLOW_CONTROL_ERROR = 0x3;
+export const H2_STREAM_CLOSED = 0x5;
+export const H2_FRAME_SIZE_ERROR = 0x6;
+export const H2_REFUSED_STREAM = 0x7;
+export const H2_CANCEL = 0x8;
+export const H2_COMPRESSION_ERROR = 0x9;
+export const H2_ENHANCE_YOUR_CALM = 0xb;
+
+const CLIENT_PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
+
+const DATA = 0x0;
+const HEADERS = 0x1;
+const PRIORITY = 0x2;
+const RST_STREAM = 0x3;
+const SETTINGS = 0x4;
+const PUSH_PROMISE = 0x5;
+const PING = 0x6;
+const GOAWAY = 0x7;
+const WINDOW_UPDATE = 0x8;
+const CONTINUATION = 0x9;
+
+const FLAG_END_STREAM = 0x1;
+const FLAG_ACK = 0x1;
+const FLAG_END_HEADERS = 0x4;
+const FLAG_PADDED = 0x8;
+const FLAG_PRIORITY = 0x20;
+
+const SETTINGS_HEADER_TABLE_SIZE = 0x1;
+const SETTINGS_ENABLE_PUSH = 0x2;
+const SETTINGS_MAX_CONCURRENT_STREAMS = 0x3;
+const SETTINGS_INITIAL_WINDOW_SIZE = 0x4;
+const SETTINGS_MAX_FRAME_SIZE = 0x5;
+const SETTINGS_MAX_HEADER_LIST_SIZE = 0x6;
+
+const DEFAULT_WINDOW = 65_535;
+const MAX_WINDOW = 0x7fff_ffff;
+/** The frame size we accept (the default: we never announce more). */
+const MAX_FRAME = 16_384;
+
+/** Resets the peer may cause at once before the connection is cut ({@link H2Connection}'s budget). */
+export const RESET_BURST = 1000;
+/** How fast that budget refills. */
+export const RESET_REFILL_PER_S = 33;
+/** Bytes of our own frames a peer may leave unread before it is cut off (data excluded: it waits for the socket). */
+export const MAX_BACKLOG_BYTES = 4 * 1024 * 1024;
+/** Payloads smaller than this are copied into the outgoing batch rather than written on their own. */
+const COPY_BELOW = 1024;
+
+/** Settings of an {@link H2Connection}. */
+export interface H2ConnectionOptions {
+  readonly role: 'server' | 'client';
+  /** Streams the peer may have open at once (server; default 256). */
+  readonly maxConcurrentStreams?: number;
+  /** Bound on a received header list (RFC 7541 size; default 64 KiB). */
+  readonly maxHeaderListSize?: number;
+  /** The connection-level receive window (default 1 MiB). */
+  readonly connectionWindow?: number;
+  /** Server: a new request stream; the callee sets `stream.events` before returning. */
+  onStream?(stream: H2Stream, block: HeaderBlock): void;
+  /** The connection is gone (after its streams got `closed`); `code` is what ended it, `reason` ours when we did. */
+  onClose?(code: number, reason: string | undefined): void;
+  /** Client: the peer will take no new streams (GOAWAY received, or the connection closing). */
+  onGoaway?(): void;
+  /** The peer's first SETTINGS frame arrived (the preface is complete). */
+  onReady?(): void;
+}
+
+/** What a stream reports to its consumer. Callbacks must not throw. */
+export interface H2StreamEvents {
+  /** Client: the final response head (`endStream`: no body follows). Both: trailers (`endStream` always true). */
+  headers(stream: H2Stream, block: HeaderBlock, endStream: boolean): void;
+  /** Body bytes (perhaps empty when `endStream`); hand {@link H2Stream.consumed} their length once they are used. */
+  data(stream: H2Stream, chunk: Buffer, endStream: boolean): void;
+  /** `n` bytes of this stream's own DATA went to the socket. */
+  sent?(stream: H2Stream, n: number): void;
+  /** The stream is over: `code` undefined when both sides ended it, else the reset's code (`byPeer`: theirs). */
+  closed(stream: H2Stream, code: number | undefined, byPeer: boolean): void;
+}
+
+/** One HTTP/2 stream. Its methods do nothing once it is closed. */
+export class H2Stream {
+  /** 0 until a client stream's HEADERS are sent (it may wait for a concurrency slot). */
+  id = 0;
+  events: H2StreamEvents | undefined;
+  /** Free for the consumer. */
+  context: unknown;
+  readonly conn: H2Connection;
+  /** The request's `:method` (client streams: what we sent; server streams: what the peer sent). */
+  method = '';
+  /** Response headers were sent (server) / received (client). */
+  headersDone = false;
+  localEnded = false;
+  remoteEnded = false;
+  closed = false;
+  /** Request headers not yet sent (a client stream waiting for a slot). */
+  pendingHead: { pairs: readonly string[]; sensitive: readonly string[] | undefined; endStream: boolean } | undefined;
+  sendWindow = DEFAULT_WINDOW;
+  recvWindow = DEFAULT_WINDOW;
+  /** Bytes consumed but not yet credited back. */
+  recvCredit = 0;
+  /** Bytes received and handed over but not yet consumed. */
+  held = 0;
+  /** `content-length` of what the peer sends, or -1; and what arrived so far. */
+  expectLength = -1;
+  receivedLength = 0;
+  /** Data waiting for window or socket. */
+  queue: Buffer[] = [];
+  queued = 0;
+  /** End the stream once the queue is out: with these trailers, or (empty pairs) with END_STREAM on DATA. */
+  endPending: { pairs: readonly string[]; sensitive: readonly string[] | undefined } | undefined;
+
+  constructor(conn: H2Connection) {
+    this.conn = conn;
+  }
+
+  /** Server: sends the response head; `endStream` ends the response with it. */
+  respond(pairs: readonly string[], endStream: boolean, sensitive?: readonly string[]): void {
+    this.conn.respond(this, pairs, endStream, sensitive);
+  }
+
+  /** Queues body bytes (sent as the windows allow). */
+  write(chunk: Buffer): void {
+    this.conn.write(this, chunk);
+  }
+
+  /** Ends our side once queued data is out: with trailers when `trailers` has fields. */
+  end(trailers?: readonly string[], sensitive?: readonly string[]): void {
+    this.conn.end(this, trailers, sensitive);
+  }
+
+  /** Resets the stream (RST_STREAM `code`); `closed` follows. */
+  reset(code: number): void {
+    this.conn.resetStream(this, code, false);
+  }
+
+  /** `n` received bytes were used: their window is credited back. */
+  consumed(n: number): void {
+    this.conn.consumed(this, n);
+  }
+}
+
+/** One HTTP/2 connection over a socket that is already open (plain or TLS). */
+export class H2Connection {
+  readonly #socket: Duplex;
+  readonly #server: boolean;
+  readonly #opts: H2ConnectionOptions;
+  readonly #maxStreams: number;
+  readonly #maxList: number;
+  readonly #decoder = new HpackDecoder();
+  readonly #encoder = new HpackEncoder();
+  readonly #streams = new Map<number, H2Stream>();
+  readonly #facts: MessageFacts = { contentLength: -1, method: '', status: 0 };
+
+  // Input.
+  #prefaceLeft: number;
+  #rest: Buffer | undefined;
+  #settingsSeen = false;
+  #continuing: { id: number; flags: number; parts: Buffer[]; size: number } | undefined;
+  /** Highest stream id the peer opened (server) / we opened (client). */
+  #lastPeerId = 0;
+  #nextId = 1;
+  #active = 0;
+  /** Client streams waiting for a concurrency slot. */
+  #waiting: H2Stream[] = [];
+
+  // Flow control.
+  #connRecvWindow: number;
+  readonly #connWindowSize: number;
+  #connRecvCredit = 0;
+  #connSendWindow = DEFAULT_WINDOW;
+  #peerInitialWindow = DEFAULT_WINDOW;
+  #peerMaxFrame = MAX_FRAME;
+  #peerMaxStreams = Number.POSITIVE_INFINITY;
+  /** Streams with data queued, blocked on the connection window or the socket. */
+  readonly #blocked = new Set<H2Stream>();
+
+  // Output.
+  readonly #w = new ByteWriter(4096);
+  #chunks: Buffer[] = [];
+  #flushScheduled = false;
+  #socketFull = false;
+
+  // Budgets and state.
+  #resetBudget = RESET_BURST;
+  #budgetAt = Date.now();
+  #goawaySent = false;
+  #goawayReceived = false;
+  #dead = false;
+
+  constructor(socket: Duplex, opts: H2ConnectionOptions) {
+    this.#socket = socket;
+    this.#opts = opts;
+    this.#server = opts.role === 'server';
+    this.#maxStreams = opts.maxConcurrentStreams ?? 256;
+    this.#maxList = opts.maxHeaderListSize ?? 64 * 1024;
+    this.#connWindowSize = Math.max(DEFAULT_WINDOW, Math.min(opts.connectionWindow ?? 1024 * 1024, MAX_WINDOW));
+    this.#connRecvWindow = this.#connWindowSize;
+    this.#prefaceLeft = this.#server ? CLIENT_PREFACE.length : 0;
+    if (!this.#server) this.#chunks.push(CLIENT_PREFACE);
+    const w = this.#w;
+    const settings: number[] = [];
+    if (this.#server) settings.push(SETTINGS_MAX_CONCURRENT_STREAMS, this.#maxStreams);
+    else settings.push(SETTINGS_ENABLE_PUSH, 0);
+    settings.push(SETTINGS_MAX_HEADER_LIST_SIZE, this.#maxList);
+    this.#head(settings.length * 3, SETTINGS, 0, 0);
+    for (let i = 0; i < settings.length; i += 2) {
+      w.ensure(6);
+      w.buf.writeUInt16BE(settings[i] as number, w.pos);
+      w.buf.writeUInt32BE(settings[i + 1] as number, w.pos + 2);
+      w.pos += 6;
+    }
+    if (this.#connWindowSize > DEFAULT_WINDOW) this.#windowUpdate(0, this.#connWindowSize - DEFAULT_WINDOW);
+    this.#schedule();
+    socket.on('data', (d: Buffer) => this.#onData(d));
+    socket.on('drain', () => this.#onDrain());
+    socket.on('end', () => this.#onEnd());
+    socket.on('error', () => this.#lost());
+    socket.on('close', () => this.#lost());
+    // A socket handed over after protocol detection may have been paused.
+    socket.resume();
+  }
+
+  /** Streams open now. */
+  get streamCount(): number {
+    return this.#streams.size + this.#waiting.length;
+  }
+
+  /** False once the connection takes no new streams (closing, GOAWAY either way, gone). */
+  get usable(): boolean {
+    return !this.#dead && !this.#goawaySent && !this.#goawayReceived;
+  }
+
+  get destroyed(): boolean {
+    return this.#dead;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Client side
+
+  /**
+   * Client: opens a request stream (HEADERS now, or once the peer's concurrency limit allows).
+   * `events` must be set on the result right away. Undefined when the connection is not usable.
+   */
+  request(pairs: readonly string[], endStream: boolean, sensitive?: readonly string[]): H2Stream | undefined {
+    if (this.#server || !this.usable) return undefined;
+    const s = new H2Stream(this);
+    s.pendingHead = { pairs, sensitive, endStream };
+    for (let i = 0; i + 1 < pairs.length; i += 2) {
+      if (pairs[i] === ':method') {
+        s.method = pairs[i + 1] as string;
+        break;
+      }
+    }
+    // Before the peer's SETTINGS its stream limit is unknown: wait for them.
+    if (this.#settingsSeen && this.#active < this.#peerMaxStreams) this.#open(s);
+    else this.#waiting.push(s);
+    return s;
+  }
+
+  #open(s: H2Stream): void {
+    const head = s.pendingHead;
+    if (head === undefined) return;
+    s.pendingHead = undefined;
+    s.id = this.#nextId;
+    this.#nextId += 2;
+    s.sendWindow = this.#peerInitialWindow;
+    this.#streams.set(s.id, s);
+    this.#active++;
+    this.#headerBlock(s.id, head.pairs, head.sensitive, head.endStream);
+    if (head.endStream) s.localEnded = true;
+    else this.#flushStream(s);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Stream operations (called through H2Stream)
+
+  respond(s: H2Stream, pairs: readonly string[], endStream: boolean, sensitive?: readonly string[]): void {
+    if (s.closed || s.headersDone || !this.#server) return;
+    s.headersDone = true;
+    this.#headerBlock(s.id, pairs, sensitive, endStream);
+    if (endStream) this.#localEnd(s);
+    else if (s.queued > 0 || s.endPending !== undefined) this.#flushStream(s);
+  }
+
+  write(s: H2Stream, chunk: Buffer): void {
+    if (s.closed || s.localEnded || s.endPending !== undefined || chunk.length === 0) return;
+    s.queue.push(chunk);
+    s.queued += chunk.length;
+    if (s.id !== 0 && (s.headersDone || !this.#server)) this.#flushStream(s);
+  }
+
+  end(s: H2Stream, trailers: readonly string[] | undefined, sensitive: readonly string[] | undefined): void {
+    if (s.closed || s.localEnded || s.endPending !== undefined) return;
+    s.endPending = { pairs: trailers ?? EMPTY_PAIRS, sensitive };
+    if (s.id !== 0 && (s.headersDone || !this.#server)) this.#flushStream(s);
+  }
+
+  consumed(s: H2Stream, n: number): void {
+    if (n <= 0) return;
+    n = Math.min(n, s.held);
+    s.held -= n;
+    this.#creditConnection(n);
+    if (s.closed || s.remoteEnded) return;
+    s.recvCredit += n;
+    if (s.recvCredit >= DEFAULT_WINDOW / 2) {
+      s.recvWindow += s.recvCredit;
+      this.#windowUpdate(s.id, s.recvCredit);
+      s.recvCredit = 0;
+      this.#schedule();
+    }
+  }
+
+  resetStream(s: H2Stream, code: number, byPeer: boolean): void {
+    if (s.closed) return;
+    if (s.id === 0) {
+      // Never sent: just drop it from the queue.
+      const i = this.#waiting.indexOf(s);
+      if (i >= 0) this.#waiting.splice(i, 1);
+    } else if (!byPeer && !this.#dead) {
+      this.#rst(s.id, code);
+    }
+    this.#finish(s, code, byPeer);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Connection operations
+
+  /** Graceful close: GOAWAY, no new streams, the socket ends once the open ones are over. */
+  close(): void {
+    if (this.#dead) return;
+    if (!this.#goawaySent) {
+      this.#goawaySent = true;
+      this.#goaway(H2_NO_ERROR, '');
+      for (const s of this.#waiting.splice(0)) this.#finish(s, H2_REFUSED_STREAM, false);
+      this.#opts.onGoaway?.();
+    }
+    this.#maybeEnd();
+  }
+
+  /** Closes at once: open streams are reset (CANCEL) and the socket destroyed. */
+  destroy(): void {
+    if (this.#dead) return;
+    this.#teardown(H2_CANCEL, 'destroyed');
+    this.#socket.destroy();
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Input
+
+  #onData(chunk: Buffer): void {
+    if (this.#dead) return;
+    const buf = this.#rest === undefined ? chunk : Buffer.concat([this.#rest, chunk]);
+    this.#rest = undefined;
+    let pos = 0;
+    if (this.#prefaceLeft > 0) {
+      const start = CLIENT_PREFACE.length - this.#prefaceLeft;
+      const n = Math.min(this.#prefaceLeft, buf.length);
+      if (buf.compare(CLIENT_PREFACE, start, start + n, 0, n) !== 0) {
+        this.#fail(H2_PROTOCOL_ERROR, 'not an HTTP/2 connection preface');
+        return;
+      }
+      this.#prefaceLeft -= n;
+      pos = n;
+    }
+    const end = buf.length;
+    while (end - pos >= 9) {
+      const len = ((buf[pos] as number) << 16) | ((buf[pos + 1] as number) << 8) | (buf[pos + 2] as number);
+      if (len > MAX_FRAME) {
+        this.#fail(H2_FRAME_SIZE_ERROR, `frame of ${len} bytes`);
+        return;
+      }
+      if (end - pos - 9 < len) break;
+      const type = buf[pos + 3] as number;
+      const flags = buf[pos + 4] as number;
+      const id = buf.readUInt32BE(pos + 5) & 0x7fff_ffff;
+      const payload = buf.subarray(pos + 9, pos + 9 + len);
+      pos += 9 + len;
+      this.#frame(type, flags, id, payload);
+      if (this.#dead) return;
+    }
+    // Keep a copy of the partial frame only, not the chunk it came in.
+    if (pos < end) this.#rest = Buffer.from(buf.subarray(pos));
+  }
+
+  #frame(type: number, flags: number, id: number, payload: Buffer): void {
+    if (this.#continuing !== undefined && (type !== CONTINUATION || id !== this.#continuing.id)) {
+      this.#fail(H2_PROTOCOL_ERROR, 'header block not continued');
+      return;
+    }
+    if (!this.#settingsSeen && type !== SETTINGS) {
+      this.#fail(H2_PROTOCOL_ERROR, 'first frame is not SETTINGS');
+      return;
+    }
+    switch (type) {
+      case DATA:
+        this.#onDataFrame(flags, id, payload);
+        return;
+      case HEADERS:
+        this.#onHeadersFrame(flags, id, payload);
+        return;
+      case CONTINUATION:
+        this.#onContinuation(flags, id, payload);
+        return;
+      case PRIORITY:
+        if (id === 0) this.#fail(H2_PROTOCOL_ERROR, 'PRIORITY on stream 0');
+        else if (payload.length !== 5) this.#streamError(id, H2_FRAME_SIZE_ERROR);
+        return;
+      case RST_STREAM:
+        this.#onRst(id, payload);
+        return;
+      case SETTINGS:
+        this.#onSettings(flags, id, payload);
+        return;
+      case PUSH_PROMISE:
+        this.#fail(H2_PROTOCOL_ERROR, 'PUSH_PROMISE');
+        return;
+      case PING:
+        if (id !== 0) this.#fail(H2_PROTOCOL_ERROR, 'PING on a stream');
+        else if (payload.length !== 8) this.#fail(H2_FRAME_SIZE_ERROR, 'PING size');
+        else if ((flags & FLAG_ACK) === 0) {
+          this.#head(8, PING, FLAG_ACK, 0);
+          this.#bytes(payload);
+          this.#control();
+        }
+        return;
+      case GOAWAY:
+        this.#onGoaway(id, payload);
+        return;
+      case WINDOW_UPDATE:
+        this.#onWindowUpdate(id, payload);
+        return;
+      default:
+      // Unknown frame types are ignored (RFC 9113 §5.5).
+    }
+  }
+
+  /** True when `id` names a stream that was never opened (by the side that would open it). */
+  #idle(id: number): boolean {
+    const peerOpened = (id & 1) === (this.#server ? 1 : 0);
+    return peerOpened ? id > this.#lastPeerId : id >= this.#nextId;
+  }
+
+  #onDataFrame(flags: number, id: number, payload: Buffer): void {
+    if (id === 0) {
+      this.#fail(H2_PROTOCOL_ERROR, 'DATA on stream 0');
+      return;
+    }
+    const total = payload.length;
+    if (total > this.#connRecvWindow) {
+      this.#fail(H2_FLOW_CONTROL_ERROR, 'connection window exceeded');
+      return;
+    }
+    this.#connRecvWindow -= total;
+    let data = payload;
+    if (flags & FLAG_PADDED) {
+      const pad = total > 0 ? (payload[0] as number) : 0;
+      if (total === 0 || pad >= total) {
+        this.#fail(H2_PROTOCOL_ERROR, 'padding exceeds the frame');
+        return;
+      }
+      data = payload.subarray(1, total - pad);
+    }
+    const s = this.#streams.get(id);
+    if (s === undefined || s.remoteEnded || (!this.#server && !s.headersDone)) {
+      this.#creditConnection(total);
+      if (s === undefined && this.#idle(id)) this.#fail(H2_PROTOCOL_ERROR, 'DATA on an idle stream');
+      else if (s !== undefined) this.#streamError(id, s.remoteEnded ? H2_STREAM_CLOSED : H2_PROTOCOL_ERROR);
+      // else: a stream closed already (reset by us, say), with data in flight: ignored.
+      return;
+    }
+    if (total > s.recvWindow) {
+      this.#creditConnection(total);
+      this.#streamError(id, H2_FLOW_CONTROL_ERROR);
+      return;
+    }
+    s.recvWindow -= total;
+    // Padding counts against the windows but is never consumed by anyone: credit it now.
+    if (data.length < total) {
+      s.held += total - data.length;
+      this.consumed(s, total - data.length);
+    }
+    const endStream = (flags & FLAG_END_STREAM) !== 0;
+    if (data.length === 0 && !endStream && total === 0) this.#spend(1);
+    if (this.#dead) return;
+    s.receivedLength += data.length;
+    if (s.expectLength >= 0 && (s.receivedLength > s.expectLength || (endStream && s.receivedLength !== s.expectLength))) {
+      this.#creditConnection(data.length);
+      this.#streamError(id, H2_PROTOCOL_ERROR);
+      return;
+    }
+    s.held += data.length;
+    if (endStream) s.remoteEnded = true;
+    s.events?.data(s, data, endStream);
+    if (endStream) this.#maybeClosed(s);
+  }
+
+  #onHeadersFrame(flags: number, id: number, payload: Buffer): void {
+    if (id === 0) {
+      this.#fail(H2_PROTOCOL_ERROR, 'HEADERS on stream 0');
+      return;
+    }
+    let start = 0;
+    let end = payload.length;
+    if (flags & FLAG_PADDED) {
+      const pad = end > 0 ? (payload[0] as number) : 0;
+      start = 1;
+      end -= pad;
+    }
+    if (flags & FLAG_PRIORITY) start += 5;
+    if (end < start) {
+      this.#fail(H2_PROTOCOL_ERROR, 'padding exceeds the frame');
+      return;
+    }
+    const fragment = payload.subarray(start, end);
+    if (flags & FLAG_END_HEADERS) this.#onHeaderBlock(id, flags, fragment);
+    else this.#continuing = { id, flags, parts: [Buffer.from(fragment)], size: fragment.length };
+  }
+
+  #onContinuation(flags: number, id: number, payload: Buffer): void {
+    const c = this.#continuing;
+    if (c === undefined || c.id !== id) {
+      this.#fail(H2_PROTOCOL_ERROR, 'CONTINUATION out of place');
+      return;
+    }
+    c.size += payload.length;
+    if (c.size > 2 * this.#maxList) {
+      this.#fail(H2_ENHANCE_YOUR_CALM, 'header block too large');
+      return;
+    }
+    if (payload.length === 0 && (flags & FLAG_END_HEADERS) === 0) this.#spend(1);
+    if (this.#dead) return;
+    c.parts.push(Buffer.from(payload));
+    if (flags & FLAG_END_HEADERS) {
+      this.#continuing = undefined;
+      this.#onHeaderBlock(id, c.flags, Buffer.concat(c.parts, c.size));
+    }
+  }
+
+  #onHeaderBlock(id: number, flags: number, block: Buffer): void {
+    const decoded = this.#decoder.decode(block, this.#maxList);
+    if (typeof decoded === 'string') {
+      this.#fail(H2_COMPRESSION_ERROR, `header block: ${decoded}`);
+      return;
+    }
+    const endStream = (flags & FLAG_END_STREAM) !== 0;
+    const s = this.#streams.get(id);
+    if (s === undefined) {
+      const peerOpened = (id & 1) === (this.#server ? 1 : 0);
+      if (!this.#server || !peerOpened) {
+        // A stream already closed is ignored (its block was decoded: the table stays in step).
+        if (this.#idle(id)) this.#fail(H2_PROTOCOL_ERROR, `HEADERS on idle stream ${id}`);
+        return;
+      }
+      // A stream already closed (reset by us, say): its trailers are ignored.
+      if (id <= this.#lastPeerId) return;
+      this.#lastPeerId = id;
+      this.#onRequest(id, decoded, endStream);
+      return;
+    }
+    if (!this.#server && !s.headersDone) {
+      this.#onResponse(s, decoded, endStream);
+      return;
+    }
+    // Trailers.
+    if (s.remoteEnded) {
+      this.#streamError(id, H2_STREAM_CLOSED);
+      return;
+    }
+    if (!endStream || decoded.listSize > this.#maxList || messageProblem('trailers', decoded.pairs, this.#facts) !== undefined) {
+      this.#streamError(id, H2_PROTOCOL_ERROR);
+      return;
+    }
+    if (s.expectLength >= 0 && s.receivedLength !== s.expectLength) {
+      this.#streamError(id, H2_PROTOCOL_ERROR);
+      return;
+    }
+    s.remoteEnded = true;
+    s.events?.headers(s, decoded, true);
+    this.#maybeClosed(s);
+  }
+
+  #onRequest(id: number, decoded: HeaderBlock, endStream: boolean): void {
+    if (this.#goawaySent || this.#active >= this.#maxStreams) {
+      this.#streamError(id, H2_REFUSED_STREAM);
+      return;
+    }
+    const s = new H2Stream(this);
+    s.id = id;
+    s.sendWindow = this.#peerInitialWindow;
+    s.remoteEnded = endStream;
+    this.#streams.set(id, s);
+    this.#active++;
+    if (decoded.listSize > this.#maxList) {
+      s.headersDone = true;
+      this.#headerBlock(id, [':status', '431', 'content-length', '0'], undefined, true);
+      this.#localEnd(s);
+      if (!s.closed) this.resetStream(s, H2_NO_ERROR, false);
+      return;
+    }
+    const problem = messageProblem('request', decoded.pairs, this.#facts);
+    if (problem !== undefined) {
+      this.resetStream(s, H2_PROTOCOL_ERROR, false);
+      this.#spend(1);
+      return;
+    }
+    s.method = this.#facts.method;
+    s.expectLength = this.#facts.contentLength;
+    if (endStream && s.expectLength > 0) {
+      this.resetStream(s, H2_PROTOCOL_ERROR, false);
+      return;
+    }
+    this.#opts.onStream?.(s, decoded);
+    if (s.events === undefined && !s.closed) this.resetStream(s, H2_REFUSED_STREAM, false);
+  }
+
+  #onResponse(s: H2Stream, decoded: HeaderBlock, endStream: boolean): void {
+    const facts = this.#facts;
+    if (decoded.listSize > this.#maxList || messageProblem('response', decoded.pairs, facts) !== undefined) {
+      this.resetStream(s, H2_PROTOCOL_ERROR, false);
+      return;
+    }
+    if (facts.status < 200) {
+      // Informational responses are not relayed; one with END_STREAM is malformed.
+      if (endStream || facts.status === 101) this.resetStream(s, H2_PROTOCOL_ERROR, false);
+      return;
+    }
+    s.headersDone = true;
+    const bodiless = s.method === 'HEAD' || facts.status === 204 || facts.status === 304;
+    s.expectLength = bodiless ? 0 : facts.contentLength;
+    if (endStream) {
+      if (!bodiless && s.expectLength > 0) {
+        this.resetStream(s, H2_PROTOCOL_ERROR, false);
+        return;
+      }
+      s.remoteEnded = true;
+    }
+    s.events?.headers(s, decoded, endStream);
+    if (endStream) this.#maybeClosed(s);
+  }
+
+  #onRst(id: number, payload: Buffer): void {
+    if (payload.length !== 4) {
+      this.#fail(H2_FRAME_SIZE_ERROR, 'RST_STREAM size');
+      return;
+    }
+    if (id === 0 || this.#idle(id)) {
+      this.#fail(H2_PROTOCOL_ERROR, 'RST_STREAM on an idle stream');
+      return;
+    }
+    this.#spend(1);
+    if (this.#dead) return;
+    const s = this.#streams.get(id);
+    if (s !== undefined) this.resetStream(s, payload.readUInt32BE(0), true);
+  }
+
+  #onSettings(flags: number, id: number, payload: Buffer): void {
+    if (id !== 0) {
+      this.#fail(H2_PROTOCOL_ERROR, 'SETTINGS on a stream');
+      return;
+    }
+    if (flags & FLAG_ACK) {
+      if (payload.length !== 0) this.#fail(H2_FRAME_SIZE_ERROR, 'SETTINGS ack with a payload');
+      return;
+    }
+    if (payload.length % 6 !== 0) {
+      this.#fail(H2_FRAME_SIZE_ERROR, 'SETTINGS size');
+      return;
+    }
+    for (let i = 0; i < payload.length; i += 6) {
+      const key = payload.readUInt16BE(i);
+      const value = payload.readUInt32BE(i + 2);
+      switch (key) {
+        case SETTINGS_HEADER_TABLE_SIZE:
+          this.#encoder.setLimit(value);
+          break;
+        case SETTINGS_ENABLE_PUSH:
+          if (value > 1 || (!this.#server && value !== 0)) {
+            this.#fail(H2_PROTOCOL_ERROR, 'bad ENABLE_PUSH');
+            return;
+          }
+          break;
+        case SETTINGS_MAX_CONCURRENT_STREAMS:
+          this.#peerMaxStreams = value;
+          break;
+        case SETTINGS_INITIAL_WINDOW_SIZE: {
+          if (value > MAX_WINDOW) {
+            this.#fail(H2_FLOW_CONTROL_ERROR, 'INITIAL_WINDOW_SIZE too large');
+            return;
+          }
+          const delta = value - this.#peerInitialWindow;
+          this.#peerInitialWindow = value;
+          for (const s of this.#streams.values()) {
+            s.sendWindow += delta;
+            if (s.sendWindow > MAX_WINDOW) {
+              this.#fail(H2_FLOW_CONTROL_ERROR, 'stream window overflow');
+              return;
+            }
+          }
+          break;
+        }
+        case SETTINGS_MAX_FRAME_SIZE:
+          if (value < MAX_FRAME || value > 0xff_ffff) {
+            this.#fail(H2_PROTOCOL_ERROR, 'bad MAX_FRAME_SIZE');
+            return;
+          }
+          this.#peerMaxFrame = value;
+          break;
+        default:
+        // SETTINGS_MAX_HEADER_LIST_SIZE is advisory; unknown settings are ignored.
+      }
+    }
+    this.#head(0, SETTINGS, FLAG_ACK, 0);
+    this.#control();
+    const first = !this.#settingsSeen;
+    this.#settingsSeen = true;
+    if (first) this.#opts.onReady?.();
+    while (this.#waiting.length > 0 && this.#active < this.#peerMaxStreams && !this.#dead) this.#open(this.#waiting.shift() as H2Stream);
+    for (const s of this.#streams.values()) if (s.queued > 0 || s.endPending !== undefined) this.#flushStream(s);
+  }
+
+  #onGoaway(id: number, payload: Buffer): void {
+    if (id !== 0) {
+      this.#fail(H2_PROTOCOL_ERROR, 'GOAWAY on a stream');
+      return;
+    }
+    if (payload.length < 8) {
+      this.#fail(H2_FRAME_SIZE_ERROR, 'GOAWAY size');
+      return;
+    }
+    const lastId = payload.readUInt32BE(0) & 0x7fff_ffff;
+    const first = !this.#goawayReceived;
+    this.#goawayReceived = true;
+    // Our streams the peer never saw may be retried elsewhere: refused.
+    for (const s of this.#waiting.splice(0)) this.#finish(s, H2_REFUSED_STREAM, true);
+    for (const s of [...this.#streams.values()]) {
+      if ((s.id & 1) === (this.#server ? 0 : 1) && s.id > lastId) this.#finish(s, H2_REFUSED_STREAM, true);
+    }
+    if (first) this.#opts.onGoaway?.();
+    this.#maybeEnd();
+  }
+
+  #onWindowUpdate(id: number, payload: Buffer): void {
+    if (payload.length !== 4) {
+      this.#fail(H2_FRAME_SIZE_ERROR, 'WINDOW_UPDATE size');
+      return;
+    }
+    const inc = payload.readUInt32BE(0) & 0x7fff_ffff;
+    if (id === 0) {
+      if (inc === 0) {
+        this.#fail(H2_PROTOCOL_ERROR, 'WINDOW_UPDATE of 0');
+        return;
+      }
+      this.#connSendWindow += inc;
+      if (this.#connSendWindow > MAX_WINDOW) {
+        this.#fail(H2_FLOW_CONTROL_ERROR, 'connection window overflow');
+        return;
+      }
+      this.#resumeBlocked();
+      return;
+    }
+    const s = this.#streams.get(id);
+    if (s === undefined) {
+      if (this.#idle(id)) this.#fail(H2_PROTOCOL_ERROR, 'WINDOW_UPDATE on an idle stream');
+      return;
+    }
+    if (inc === 0) {
+      this.#streamError(id, H2_PROTOCOL_ERROR);
+      return;
+    }
+    s.sendWindow += inc;
+    if (s.sendWindow > MAX_WINDOW) {
+      this.#streamError(id, H2_FLOW_CONTROL_ERROR);
+      return;
+    }
+    this.#flushStream(s);
+  }
+
+  #onDrain(): void {
+    this.#socketFull = false;
+    this.#resumeBlocked();
+  }
+
+  #onEnd(): void {
+    // The peer sends nothing more: streams still waiting for its data cannot complete.
+    for (const s of [...this.#streams.values()]) if (!s.remoteEnded) this.resetStream(s, H2_CANCEL, false);
+    this.close();
+  }
+
+  #lost(): void {
+    if (this.#dead) return;
+    this.#teardown(H2_CANCEL, 'connection lost');
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Output
+
+  /** A frame header into the batch. */
+  #head(len: number, type: number, flags: number, id: number): void {
+    const w = this.#w;
+    w.ensure(9);
+    const b = w.buf;
+    const p = w.pos;
+    b[p] = len >>> 16;
+    b[p + 1] = (len >>> 8) & 0xff;
+    b[p + 2] = len & 0xff;
+    b[p + 3] = type;
+    b[p + 4] = flags;
+    b.writeUInt32BE(id, p + 5);
+    w.pos = p + 9;
+  }
+
+  #bytes(data: Buffer): void {
+    if (data.length < COPY_BELOW) {
+      const w = this.#w;
+      w.ensure(data.length);
+      data.copy(w.buf, w.pos);
+      w.pos += data.length;
+      return;
+    }
+    const w = this.#w;
+    if (w.pos > 0) this.#chunks.push(w.take());
+    this.#chunks.push(data);
+  }
+
+  /** A control frame was queued: written soon, unless the peer lets too much pile up. */
+  #control(): void {
+    if (this.#socket.writableLength > MAX_BACKLOG_BYTES) {
+      this.#fail(H2_ENHANCE_YOUR_CALM, 'peer does not read');
+      return;
+    }
+    this.#schedule();
+  }
+
+  #windowUpdate(id: number, inc: number): void {
+    this.#head(4, WINDOW_UPDATE, 0, id);
+    const w = this.#w;
+    w.ensure(4);
+    w.buf.writeUInt32BE(inc, w.pos);
+    w.pos += 4;
+  }
+
+  #rst(id: number, code: number): void {
+    this.#head(4, RST_STREAM, 0, id);
+    const w = this.#w;
+    w.ensure(4);
+    w.buf.writeUInt32BE(code, w.pos);
+    w.pos += 4;
+    this.#control();
+  }
+
+  #goaway(code: number, reason: string): void {
+    const debug = Buffer.from(reason.slice(0, 200), 'latin1');
+    this.#head(8 + debug.length, GOAWAY, 0, 0);
+    const w = this.#w;
+    w.ensure(8);
+    w.buf.writeUInt32BE(this.#server ? this.#lastPeerId : 0, w.pos);
+    w.buf.writeUInt32BE(code, w.pos + 4);
+    w.pos += 8;
+    this.#bytes(debug);
+    this.#schedule();
+  }
+
+  /** A header block as HEADERS (+ CONTINUATION) frames within the peer's frame size. */
+  #headerBlock(id: number, pairs: readonly string[], sensitive: readonly string[] | undefined, endStream: boolean): void {
+    const w = this.#w;
+    // Encode in place after room for the first frame header; split afterwards if too large.
+    w.ensure(9);
+    const headAt = w.pos;
+    w.pos += 9;
+    this.#encoder.encode(w, pairs, sensitive);
+    const len = w.pos - headAt - 9;
+    const flags = endStream ? FLAG_END_STREAM : 0;
+    if (len <= this.#peerMaxFrame) {
+      const end = w.pos;
+      w.pos = headAt;
+      this.#head(len, HEADERS, flags | FLAG_END_HEADERS, id);
+      w.pos = end;
+    } else {
+      const block = Buffer.from(w.buf.subarray(headAt + 9, w.pos));
+      w.pos = headAt;
+      for (let off = 0; off < block.length; off += this.#peerMaxFrame) {
+        const part = block.subarray(off, off + this.#peerMaxFrame);
+        const last = off + this.#peerMaxFrame >= block.length;
+        this.#head(part.length, off === 0 ? HEADERS : CONTINUATION, (off === 0 ? flags : 0) | (last ? FLAG_END_HEADERS : 0), id);
+        this.#bytes(part);
+      }
+    }
+    this.#control();
+  }
+
+  /** Sends what the windows and the socket allow of `s`'s queue, then its end if due. */
+  #flushStream(s: H2Stream): void {
+    if (s.closed || this.#dead) return;
+    while (s.queued > 0) {
+      if (this.#socketFull || this.#connSendWindow <= 0) {
+        this.#blocked.add(s);
+        return;
+      }
+      if (s.sendWindow <= 0) return;
+      const chunk = s.queue[0] as Buffer;
+      const n = Math.min(chunk.length, s.sendWindow, this.#connSendWindow, this.#peerMaxFrame);
+      const part = n === chunk.length ? chunk : chunk.subarray(0, n);
+      if (n === chunk.length) s.queue.shift();
+      else s.queue[0] = chunk.subarray(n);
+      s.queued -= n;
+      s.sendWindow -= n;
+      this.#connSendWindow -= n;
+      const last = s.queued === 0 && s.endPending !== undefined && s.endPending.pairs.length === 0;
+      this.#head(n, DATA, last ? FLAG_END_STREAM : 0, s.id);
+      this.#bytes(part);
+      this.#schedule();
+      s.events?.sent?.(s, n);
+      if (s.closed) return;
+      if (last) {
+        s.endPending = undefined;
+        this.#localEnd(s);
+        return;
+      }
+    }
+    this.#blocked.delete(s);
+    const endPending = s.endPending;
+    if (endPending !== undefined) {
+      s.endPending = undefined;
+      if (endPending.pairs.length > 0) this.#headerBlock(s.id, endPending.pairs, endPending.sensitive, true);
+      else {
+        this.#head(0, DATA, FLAG_END_STREAM, s.id);
+        this.#schedule();
+      }
+      this.#localEnd(s);
+    }
+  }
+
+  #resumeBlocked(): void {
+    for (const s of this.#blocked) {
+      if (this.#socketFull || this.#connSendWindow <= 0) return;
+      this.#blocked.delete(s);
+      this.#flushStream(s);
+    }
+  }
+
+  #schedule(): void {
+    if (this.#flushScheduled) return;
+    this.#flushScheduled = true;
+    queueMicrotask(() => this.#flush());
+  }
+
+  #flush(): void {
+    this.#flushScheduled = false;
+    const socket = this.#socket;
+    const w = this.#w;
+    if (socket.destroyed || !socket.writable) {
+      w.pos = 0;
+      this.#chunks = [];
+      return;
+    }
+    let ok: boolean;
+    if (this.#chunks.length === 0) {
+      if (w.pos === 0) return;
+      ok = socket.write(w.take());
+    } else {
+      if (w.pos > 0) this.#chunks.push(w.take());
+      const chunks = this.#chunks;
+      this.#chunks = [];
+      socket.cork();
+      ok = true;
+      for (const c of chunks) ok = socket.write(c);
+      socket.uncork();
+    }
+    if (!ok) this.#socketFull = true;
+    if (this.#dead) socket.end();
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Stream and connection ends
+
+  /** Credits `n` connection-level bytes back to the peer (in halves of the window). */
+  #creditConnection(n: number): void {
+    this.#connRecvCredit += n;
+    if (this.#connRecvCredit >= this.#connWindowSize / 2 && !this.#dead) {
+      this.#connRecvWindow += this.#connRecvCredit;
+      this.#windowUpdate(0, this.#connRecvCredit);
+      this.#connRecvCredit = 0;
+      this.#schedule();
+    }
+  }
+
+  #localEnd(s: H2Stream): void {
+    s.localEnded = true;
+    // A complete response before the whole request: the client may stop sending (RFC 9113 §8.1).
+    if (this.#server && !s.remoteEnded) this.resetStream(s, H2_NO_ERROR, false);
+    else this.#maybeClosed(s);
+  }
+
+  #maybeClosed(s: H2Stream): void {
+    if (s.localEnded && s.remoteEnded && !s.closed) this.#finish(s, undefined, false);
+  }
+
+  /** A stream error: RST_STREAM `code` (and `closed` for a stream we hold), charged to the peer's budget. */
+  #streamError(id: number, code: number): void {
+    const s = this.#streams.get(id);
+    if (s !== undefined) this.resetStream(s, code, false);
+    else this.#rst(id, code);
+    this.#spend(1);
+  }
+
+  #finish(s: H2Stream, code: number | undefined, byPeer: boolean): void {
+    if (s.closed) return;
+    s.closed = true;
+    if (s.id !== 0 && this.#streams.delete(s.id)) this.#active--;
+    this.#blocked.delete(s);
+    s.queue = [];
+    s.queued = 0;
+    s.endPending = undefined;
+    // What the consumer will never consume goes back to the connection's window.
+    if (s.held > 0) {
+      const held = s.held;
+      s.held = 0;
+      this.#creditConnection(held);
+    }
+    s.events?.closed(s, code, byPeer);
+    if (this.#dead) return;
+    while (this.#waiting.length > 0 && this.#active < this.#peerMaxStreams) this.#open(this.#waiting.shift() as H2Stream);
+    this.#maybeEnd();
+  }
+
+  /** After GOAWAY either way: the socket ends once no stream is left. */
+  #maybeEnd(): void {
+    if (this.#dead || (!this.#goawaySent && !this.#goawayReceived) || this.#streams.size > 0 || this.#waiting.length > 0) return;
+    this.#teardown(H2_NO_ERROR, undefined);
+  }
+
+  /** Spends `n` of the peer's reset budget; an empty budget ends the connection. */
+  #spend(n: number): void {
+    const now = Date.now();
+    const refill = ((now - this.#budgetAt) * RESET_REFILL_PER_S) / 1000;
+    if (refill >= 1) {
+      this.#resetBudget = Math.min(RESET_BURST, this.#resetBudget + Math.floor(refill));
+      this.#budgetAt = now;
+    }
+    this.#resetBudget -= n;
+    if (this.#resetBudget < 0) this.#fail(H2_ENHANCE_YOUR_CALM, 'too many resets or empty frames');
+  }
+
+  /** A connection error: GOAWAY `code`, every stream closed, the socket ended. */
+  #fail(code: number, reason: string): void {
+    if (this.#dead) return;
+    this.#goaway(code, reason);
+    this.#teardown(code, reason);
+  }
+
+  #teardown(code: number, reason: string | undefined): void {
+    this.#dead = true;
+    this.#continuing = undefined;
+    this.#rest = undefined;
+    const streamCode = code === H2_NO_ERROR ? H2_CANCEL : code;
+    for (const s of this.#waiting.splice(0)) this.#finish(s, H2_REFUSED_STREAM, true);
+    for (const s of [...this.#streams.values()]) this.#finish(s, streamCode, true);
+    this.#blocked.clear();
+    if (!this.#goawaySent && !this.#goawayReceived) this.#opts.onGoaway?.();
+    this.#goawaySent = true;
+    this.#flush();
+    const socket = this.#socket;
+    if (!socket.destroyed) {
+      socket.end();
+      // A peer that never reads must not hold the socket: destroy once the end is due.
+      setTimeout(() => socket.destroy(), 1000).unref();
+    }
+    this.#opts.onClose?.(code, reason);
+  }
+}
+
+const EMPTY_PAIRS: readonly string[] = [];
