@@ -13,7 +13,7 @@
  *   `l5d-client-id`), with every value of a repeated header: a route's header match and the
  *   application never read different values.
  */
-import type { IncomingHttpHeaders as Http2IncomingHeaders, OutgoingHttpHeaders as Http2OutgoingHeaders } from 'node:http2';
+import type { OutgoingHttpHeaders as Http2OutgoingHeaders } from 'node:http2';
 
 /** The header the proxy sets toward the application for mesh clients with a verified identity. */
 export const L5D_CLIENT_ID = 'l5d-client-id';
@@ -138,21 +138,6 @@ export function filterHttp1Response(raw: readonly string[]): string[] {
 export function pairsOf(raw: readonly string[]): [string, string][] {
   const out: [string, string][] = [];
   for (let i = 0; i + 1 < raw.length; i += 2) out.push([raw[i] as string, raw[i + 1] as string]);
-  return out;
-}
-
-/**
- * Copies an HTTP/2 request's headers (pseudo-headers included) without `l5d-*`: the object is
- * both the policy's view and what is sent to the application. node:http2 has already refused
- * connection-specific headers (RFC 9113 §8.2.2) and lower-cased every name.
- */
-export function filterHttp2Request(headers: Http2IncomingHeaders): HeaderValues {
-  const out: HeaderValues = Object.create(null) as HeaderValues;
-  for (const name in headers) {
-    if (isL5dHeader(name)) continue;
-    const v = headers[name];
-    if (v !== undefined) out[name] = v;
-  }
   return out;
 }
 

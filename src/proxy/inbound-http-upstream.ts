@@ -6,14 +6,12 @@
  * address is bounded, requests beyond it queue in the pool. Idle connections close after 4 s (or
  * the application's `Keep-Alive: timeout` hint less 2 s), and pools left without a connection
  * are dropped every {@link PRUNE_INTERVAL_MS}. HTTP/2 (and gRPC):
- * one `ClientHttp2Session` per application address, shared by every request to it and replaced
+ * one {@link H2Connection} per application address, shared by every request to it and replaced
  * once it closes, fails or receives a GOAWAY (streams already open on it finish there).
- * nghttp2 queues streams beyond the application's `maxConcurrentStreams` itself.
+ * Streams beyond the application's `MAX_CONCURRENT_STREAMS` wait in the connection for a slot.
  */
-import type { OutgoingHttpHeaders } from 'node:http';
-import { type ClientHttp2Session, type ClientHttp2Stream, connect as connectHttp2 } from 'node:http2';
 import { connect as connectTcp } from 'node:net';
-import { requestOptions } from './h2-stream-options.js';
+import { H2Connection, type H2Stream } from './h2-connection.js';
 import { dropIdle, Http1Pool, isOpen, plainConnect } from './http1-pool.js';
 
 /** Settings of an {@link AppUpstream}. */
@@ -22,17 +20,8 @@ export interface AppUpstreamOptions {
   readonly maxSocketsPerPort: number;
 }
 
-function noop(): void {}
-
 /** How often HTTP/1 pools without a connection are dropped. */
 export const PRUNE_INTERVAL_MS = 30_000;
-
-const SESSION_GONE: ReadonlySet<string> = new Set(['ERR_HTTP2_INVALID_SESSION', 'ERR_HTTP2_GOAWAY_SESSION', 'ERR_HTTP2_OUT_OF_STREAMS']);
-
-function isSessionGone(e: unknown): boolean {
-  const code = (e as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && SESSION_GONE.has(code);
-}
 
 /** The application's HTTP/1 connection pool and HTTP/2 sessions. */
 export class AppUpstream {
@@ -41,7 +30,7 @@ export class AppUpstream {
   readonly #pools = new Map<string, Http1Pool>();
   #pruneTimer: NodeJS.Timeout | undefined;
   /** By `host|port`. */
-  readonly #sessions = new Map<string, ClientHttp2Session>();
+  readonly #sessions = new Map<string, H2Connection>();
   #closed = false;
 
   constructor(opts: AppUpstreamOptions) {
@@ -72,21 +61,18 @@ export class AppUpstream {
   }
 
   /**
-   * Opens an HTTP/2 stream to the application at `host:port` on the shared session. Throws
-   * (like `ClientHttp2Session.request`) only when even a fresh session refuses the stream.
+   * Opens an HTTP/2 stream to the application at `host:port` on the shared connection (a new one
+   * when it went away): set its `events` at once. Undefined only once the upstream is closed.
+   * A connection that then fails to connect closes the stream (`stream.conn.destroyed`).
    */
-  request2(host: string, port: number, headers: OutgoingHttpHeaders, endStream: boolean): ClientHttp2Stream {
+  request2(host: string, port: number, pairs: readonly string[], endStream: boolean, sensitive?: readonly string[]): H2Stream | undefined {
+    if (this.#closed) return undefined;
     const key = `${host}|${port}`;
-    const session = this.#session(key, host, port);
-    try {
-      return session.request(headers, requestOptions(endStream));
-    } catch (e) {
-      // The session went away between uses (closed, GOAWAY, stream ids used up): one retry on a
-      // new one. Anything else (an invalid header) is the request's fault, not the session's.
-      if (!isSessionGone(e)) throw e;
-      this.#drop(key, session);
-      return this.#session(key, host, port).request(headers, requestOptions(endStream));
-    }
+    const stream = this.#session(key, host, port).request(pairs, endStream, sensitive);
+    if (stream !== undefined) return stream;
+    // It went away between uses (GOAWAY, closing): one retry on a new one.
+    this.#sessions.delete(key);
+    return this.#session(key, host, port).request(pairs, endStream, sensitive);
   }
 
   /** Drops the HTTP/1 pools that hold no connection and no request (transparent mode makes one per pod address and port). */
@@ -109,24 +95,20 @@ export class AppUpstream {
     this.#sessions.clear();
   }
 
-  #session(key: string, host: string, port: number): ClientHttp2Session {
+  #session(key: string, host: string, port: number): H2Connection {
     const live = this.#sessions.get(key);
-    if (live !== undefined && !live.closed && !live.destroyed) return live;
-    const authorityHost = host.includes(':') ? `[${host}]` : host;
-    const session = connectHttp2(`http://${authorityHost}:${port}`, {
-      createConnection: () => connectTcp({ host, port, noDelay: true }),
+    if (live?.usable === true) return live;
+    const socket = connectTcp({ host, port, noDelay: true });
+    const session: H2Connection = new H2Connection(socket, {
+      role: 'client',
+      onGoaway: () => this.#drop(key, session),
+      onClose: () => this.#drop(key, session),
     });
-    // Stream errors reach the streams; the session's own error only retires it.
-    session.on('error', () => this.#drop(key, session));
-    session.on('goaway', () => this.#drop(key, session));
-    session.on('close', () => this.#drop(key, session));
-    session.on('frameError', noop);
-    if (this.#closed) session.destroy();
-    else this.#sessions.set(key, session);
+    this.#sessions.set(key, session);
     return session;
   }
 
-  #drop(key: string, session: ClientHttp2Session): void {
+  #drop(key: string, session: H2Connection): void {
     if (this.#sessions.get(key) === session) this.#sessions.delete(key);
   }
 }

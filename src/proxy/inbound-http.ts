@@ -58,18 +58,7 @@
  *   trailers, or why it failed (`h2(<REASON>)` for an HTTP/2 reset, else the proxy's reason).
  */
 import { createServer as createHttp1Server, type Server as Http1Server, type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
-import {
-  type ClientHttp2Stream,
-  createServer as createHttp2Server,
-  type IncomingHttpHeaders as Http2IncomingHeaders,
-  type OutgoingHttpHeaders as Http2OutgoingHeaders,
-  type Http2Server,
-  type Http2Session,
-  constants as h2constants,
-  type ServerHttp2Stream,
-} from 'node:http2';
 import type { Duplex } from 'node:stream';
-import type { TLSSocket } from 'node:tls';
 import {
   authorizeRequest,
   type ClientInfo,
@@ -83,9 +72,10 @@ import {
   type TlsState,
 } from '../core/index.js';
 import { type Logger, silentLogger } from '../shared/index.js';
-import { RESPOND_WITHOUT_BODY } from './h2-stream-options.js';
-import { headerValue, relayHttp1, relayHttp2 } from './http-relay.js';
-import { filterHttp1Request, filterHttp2Request, grpcMessage, isChunkedLast, L5D_CLIENT_ID, L5D_PROXY_ERROR, safeHeaderValue } from './inbound-http-headers.js';
+import { H2_CANCEL, H2_INTERNAL_ERROR, H2_NO_ERROR, H2Connection, type H2Stream, type H2StreamEvents } from './h2-connection.js';
+import type { HeaderBlock } from './hpack.js';
+import { headerValue, relayHttp1 } from './http-relay.js';
+import { filterHttp1Request, grpcMessage, isChunkedLast, isL5dHeader, L5D_CLIENT_ID, L5D_PROXY_ERROR, safeHeaderValue } from './inbound-http-headers.js';
 import { AppUpstream } from './inbound-http-upstream.js';
 import type { InboundHttpConnection } from './inbound-proxy.js';
 import { type InboundHttpErrorReason, type InboundMetricsHooks, InboundStatsCounter } from './inbound-stats.js';
@@ -133,9 +123,6 @@ export const HTTP_KEEP_ALIVE_TIMEOUT_MS = 60_000;
 /** Default of {@link InboundHttpSettings.maxHeaderBytes}. */
 export const HTTP_MAX_HEADER_BYTES = 16 * 1024;
 
-const { NGHTTP2_INTERNAL_ERROR, NGHTTP2_NO_ERROR } = h2constants;
-const END_STREAM = h2constants.NGHTTP2_FLAG_END_STREAM;
-
 /** gRPC status codes the proxy answers with. */
 const GRPC_PERMISSION_DENIED = 7;
 const GRPC_NOT_FOUND = 5;
@@ -148,6 +135,34 @@ const APP_UNREACHABLE = 'connection to the application failed';
 const UPGRADE_NOT_SUPPORTED = 'protocol upgrades are not supported';
 
 function noop(): void {}
+
+/** Events of a stream the proxy answered itself: whatever else arrives on it is dropped. */
+const IGNORE_STREAM: H2StreamEvents = {
+  headers: noop,
+  data: (s, chunk) => s.consumed(chunk.length),
+  closed: noop,
+};
+
+/** `pairs` without the client's `l5d-*` headers. */
+function withoutL5d(pairs: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i + 1 < pairs.length; i += 2) if (!isL5dHeader(pairs[i] as string)) out.push(pairs[i] as string, pairs[i + 1] as string);
+  return out;
+}
+
+/** A header object (pseudo-headers first, as HTTP/2 wants them) as flat pairs; arrays become repeated fields. */
+function headerPairs(headers: Readonly<Record<string, string | string[] | number | undefined>>): string[] {
+  const pseudo: string[] = [];
+  const regular: string[] = [];
+  for (const name in headers) {
+    const v = headers[name];
+    if (v === undefined) continue;
+    const into = name.charCodeAt(0) === 0x3a ? pseudo : regular;
+    if (Array.isArray(v)) for (const x of v) into.push(name, x);
+    else into.push(name, String(v));
+  }
+  return pseudo.concat(regular);
+}
 
 /** One HTTP connection's facts, fixed for its lifetime. */
 interface HttpConn {
@@ -241,14 +256,8 @@ export class InboundHttp {
   readonly #headersTimeoutMs: number;
   readonly #random: () => number;
   readonly #h1: Http1Server;
-  readonly #h2: Http2Server;
   readonly #h1Conns = new WeakMap<Duplex, HttpConn>();
-  readonly #h2Conns = new WeakMap<Http2Session, HttpConn>();
-  readonly #h2Sessions = new Set<Http2Session>();
-  /** The connection being handed to the HTTP/2 server: its 'session' event fires synchronously. */
-  #pendingH2: HttpConn | undefined;
-  /** The session created for {@link #pendingH2}. */
-  #pendingH2Session: Http2Session | undefined;
+  readonly #h2Conns = new Set<H2Connection>();
   #closed = false;
 
   /** Builds the servers and the application pools; throws RangeError for a bad setting. */
@@ -296,13 +305,6 @@ export class InboundHttp {
     // never listens (sockets are fed to it), so start the check by hand. It is unref'd and
     // stopped by close().
     this.#h1.emit('listening');
-
-    this.#h2 = createHttp2Server();
-    this.#h2.on('session', (session: Http2Session) => this.#onSession(session));
-    this.#h2.on('stream', (stream: ServerHttp2Stream, headers: Http2IncomingHeaders, flags: number) => this.#onStream(stream, headers, flags));
-    this.#h2.on('sessionError', (err: Error) => {
-      if (this.#log.isLevelEnabled('debug')) this.#log.debug({ err: err.message }, 'inbound HTTP/2 session failed');
-    });
   }
 
   /** Serves one HTTP connection (an {@link InboundHttpHandler}). Never throws. */
@@ -329,43 +331,27 @@ export class InboundHttp {
       socket.resume();
       return;
     }
-    // node:http2 hands TLS sockets that did not negotiate h2 by ALPN to 'unknownProtocol'; here
-    // the bytes already said HTTP/2 (prior knowledge, detection or a transport header).
-    const t = socket as Partial<Pick<TLSSocket, 'alpnProtocol'>>;
-    if (t.alpnProtocol === false || t.alpnProtocol === 'http/1.1') t.alpnProtocol = 'h2';
-    this.#pendingH2 = ctx;
-    let session: Http2Session | undefined;
-    try {
-      this.#h2.emit('connection', socket);
-    } finally {
-      session = this.#pendingH2Session;
-      this.#pendingH2 = undefined;
-      this.#pendingH2Session = undefined;
-    }
-    // The proxy's sockets are half-open (for TCP forwarding) and node:http2 does not react to
-    // the peer's FIN: end the session gracefully (open streams finish), as a plain server would.
-    if (session !== undefined) {
-      socket.once('end', () => session.close());
-      this.#awaitPreface(session, ctx);
-    }
-  }
-
-  /**
-   * Closes the session unless the client's connection preface and first SETTINGS frame arrive
-   * within the headers deadline: node:http2 waits for them forever, so a client sending part of
-   * the preface (or only the preface) would hold the connection for good.
-   */
-  #awaitPreface(session: Http2Session, ctx: HttpConn): void {
+    // HTTP/2 (prior knowledge, detection, ALPN or a transport header): our own framing. A FIN
+    // from the client ends the connection gracefully (open streams finish).
+    const conn2: H2Connection = new H2Connection(socket, {
+      role: 'server',
+      onStream: (stream, block) => this.#onStream(stream, block, ctx),
+      onReady: () => clearTimeout(timer),
+      onClose: (code, reason) => {
+        clearTimeout(timer);
+        this.#h2Conns.delete(conn2);
+        if (reason !== undefined && this.#log.isLevelEnabled('debug'))
+          this.#log.debug({ client: ctx.remote, port: ctx.port, code, reason }, 'inbound HTTP/2 connection failed');
+      },
+    });
+    this.#h2Conns.add(conn2);
+    // The client's connection preface and first SETTINGS must arrive within the headers deadline.
     const timer = setTimeout(() => {
-      if (session.destroyed) return;
       this.#error(ctx, 'request headers timeout');
       if (this.#log.isLevelEnabled('debug')) this.#log.debug({ client: ctx.remote, port: ctx.port }, 'inbound HTTP/2 connection preface timed out');
-      session.destroy();
+      conn2.destroy();
     }, this.#headersTimeoutMs);
     timer.unref();
-    const clear = (): void => clearTimeout(timer);
-    session.once('remoteSettings', clear);
-    session.once('close', clear);
   }
 
   /** Stops serving: destroys every HTTP connection and every application connection. Idempotent. */
@@ -375,8 +361,8 @@ export class InboundHttp {
     this.#h1.closeAllConnections();
     // Not listening: this only stops the header-deadline check (the callback gets "not running").
     this.#h1.close(noop);
-    for (const s of this.#h2Sessions) s.destroy();
-    this.#h2Sessions.clear();
+    for (const c of [...this.#h2Conns]) c.destroy();
+    this.#h2Conns.clear();
     this.#upstream.close();
   }
 
@@ -655,33 +641,29 @@ export class InboundHttp {
   // -------------------------------------------------------------------------------------------
   // HTTP/2
 
-  #onSession(session: Http2Session): void {
-    const ctx = this.#pendingH2;
-    if (ctx === undefined || this.#closed) {
-      session.destroy();
-      return;
+  #onStream(stream: H2Stream, block: HeaderBlock, ctx: HttpConn): void {
+    // The policy's view: pseudo-headers included, client-sent l5d-* removed, repeats as arrays.
+    const pairs = block.pairs;
+    const headers: Record<string, string | string[]> = Object.create(null) as Record<string, string | string[]>;
+    let l5d = false;
+    let path: string | undefined;
+    let authority: string | undefined;
+    for (let i = 0; i + 1 < pairs.length; i += 2) {
+      const name = pairs[i] as string;
+      const value = pairs[i + 1] as string;
+      if (isL5dHeader(name)) {
+        l5d = true;
+        continue;
+      }
+      const prev = headers[name];
+      headers[name] = prev === undefined ? value : Array.isArray(prev) ? [...prev, value] : [prev, value];
+      if (name === ':path') path = value;
+      else if (name === ':authority') authority = value;
     }
-    this.#h2Conns.set(session, ctx);
-    this.#h2Sessions.add(session);
-    this.#pendingH2Session = session;
-    session.once('close', () => this.#h2Sessions.delete(session));
-  }
-
-  #onStream(stream: ServerHttp2Stream, headers: Http2IncomingHeaders, flags: number): void {
-    // Errors surface as 'close' (rstCode); an 'error' without a listener would crash the process.
-    stream.on('error', noop);
-    const ctx = this.#h2Conns.get(stream.session as Http2Session);
-    if (ctx === undefined) {
-      stream.close(NGHTTP2_INTERNAL_ERROR);
-      return;
-    }
-    const forward = filterHttp2Request(headers);
-    const method = first(headers[':method']) ?? 'GET';
-    const path = first(headers[':path']);
-    const info: RequestInfo = { method, path: path ?? '', authority: first(headers[':authority']) ?? first(headers.host), headers: forward };
+    const info: RequestInfo = { method: stream.method, path: path ?? '', authority: authority ?? first(headers.host), headers };
     const grpc = isGrpcRequest(info);
     if (path === undefined) {
-      // CONNECT (the only request without :path that node accepts).
+      // CONNECT (the only request without :path).
       this.#error(ctx, 'upgrade not supported');
       this.#respond2(stream, ctx, grpc, 501, GRPC_INTERNAL, UPGRADE_NOT_SUPPORTED);
       return;
@@ -692,93 +674,120 @@ export class InboundHttp {
       return;
     }
     const ex = this.#exchange(ctx, d, info);
-    if (ex !== undefined) {
-      stream.once('close', () => {
-        const code = stream.rstCode;
-        // A reset (by the client, or ours relaying the application's) fails the exchange.
-        if (code !== undefined && code !== NGHTTP2_NO_ERROR) ex.fail(h2Error(code));
-        ex.end();
-      });
-    }
-    let edited: Http2OutgoingHeaders = forward;
+    let upstream: readonly string[] = pairs;
     const filtered = this.#filters(ctx, d, info, ex);
     if (filtered !== undefined) {
       if (filtered.kind === 'invalid') {
+        ex?.end();
         this.#respond2(stream, ctx, grpc, 500, GRPC_INTERNAL, filtered.reason);
         return;
       }
       if (filtered.kind === 'respond') {
         const r = filtered.response;
         ex?.head(grpc ? 200 : r.status, grpc ? r.grpcStatus : -1);
+        ex?.end();
         this.#respond2(stream, ctx, grpc, r.status, r.grpcStatus, r.message, r.location);
         return;
       }
-      if (filtered.edits.length > 0) edited = editHttp2Headers(forward, filtered.edits);
+      if (filtered.edits.length > 0) upstream = headerPairs(editHttp2Headers(headers, filtered.edits));
+      else if (l5d) upstream = withoutL5d(pairs);
+    } else if (l5d) {
+      upstream = withoutL5d(pairs);
     }
-    // Copies (edits, client id): the policy's view (handed to the hooks) stays what the client sent.
-    const upstreamHeaders = ctx.meshedId === undefined ? edited : { ...edited, [L5D_CLIENT_ID]: ctx.meshedId };
-    this.#forward2(stream, ctx, upstreamHeaders, grpc, (flags & END_STREAM) !== 0, ex);
+    if (ctx.meshedId !== undefined) upstream = [...upstream, L5D_CLIENT_ID, ctx.meshedId];
+    this.#forward2(stream, ctx, upstream, block.sensitive, grpc, ex);
   }
 
   /**
    * A response of the proxy's own, ending the stream: `status` with an empty body, or for gRPC a
-   * trailers-only 200 with `grpcStatus`. The reason only for meshed clients. An unread request
-   * body is discarded.
+   * trailers-only 200 with `grpcStatus`. The reason only for meshed clients. A request still
+   * sending its body is then reset with NO_ERROR (h2-connection), so its body stops.
    */
-  #respond2(stream: ServerHttp2Stream, ctx: HttpConn, grpc: boolean, status: number, grpcStatus: number, reason: string, location?: string): void {
-    if (stream.destroyed || stream.closed) return;
-    if (stream.headersSent) {
-      stream.close(NGHTTP2_INTERNAL_ERROR);
+  #respond2(stream: H2Stream, ctx: HttpConn, grpc: boolean, status: number, grpcStatus: number, reason: string, location?: string): void {
+    if (stream.closed) return;
+    if (stream.headersDone) {
+      stream.reset(H2_INTERNAL_ERROR);
       return;
     }
-    const h: Http2OutgoingHeaders = grpc
-      ? { ':status': 200, 'content-type': 'application/grpc', 'grpc-status': String(grpcStatus) }
-      : { ':status': status, 'content-length': '0' };
-    if (location !== undefined && !grpc) h.location = location;
+    stream.events ??= IGNORE_STREAM;
+    const h: string[] = grpc
+      ? [':status', '200', 'content-type', 'application/grpc', 'grpc-status', String(grpcStatus)]
+      : [':status', String(status), 'content-length', '0'];
+    if (location !== undefined && !grpc) h.push('location', location);
     if (ctx.meshedId !== undefined) {
-      h[L5D_PROXY_ERROR] = safeHeaderValue(reason);
-      if (grpc) h['grpc-message'] = grpcMessage(reason);
+      h.push(L5D_PROXY_ERROR, safeHeaderValue(reason));
+      if (grpc) h.push('grpc-message', grpcMessage(reason));
     }
-    stream.respond(h, RESPOND_WITHOUT_BODY);
-    if (!stream.readableEnded) stream.resume();
+    stream.respond(h, true);
   }
 
-  #forward2(stream: ServerHttp2Stream, ctx: HttpConn, headers: Http2OutgoingHeaders, grpc: boolean, endStream: boolean, ex: HttpExchange | undefined): void {
-    let up: ClientHttp2Stream;
-    try {
-      up = this.#upstream.request2(ctx.appHost, ctx.appPort, headers, endStream);
-    } catch (e) {
+  /**
+   * Relays a permitted request to the application and its response back: headers, data (each
+   * chunk credited back to its sender once written to the other side) and trailers; a reset on
+   * either side resets the other.
+   */
+  #forward2(
+    down: H2Stream,
+    ctx: HttpConn,
+    pairs: readonly string[],
+    sensitive: readonly string[] | undefined,
+    grpc: boolean,
+    ex: HttpExchange | undefined,
+  ): void {
+    const up = this.#upstream.request2(ctx.appHost, ctx.appPort, pairs, down.remoteEnded, sensitive);
+    if (up === undefined) {
       ex?.fail('app unreachable');
-      this.#unreachable2(stream, ctx, grpc, e);
+      ex?.end();
+      this.#unreachable2(down, ctx, grpc, 'the proxy is closing');
       return;
     }
-    relayHttp2(stream, up, endStream, {
-      unrelayable: (e) => {
-        ex?.fail('app unreachable');
-        this.#unreachable2(stream, ctx, grpc, e);
+    down.events = {
+      headers: (_s, block) => up.end(block.pairs, block.sensitive),
+      data: (_s, chunk, end) => {
+        up.write(chunk);
+        if (end) up.end();
       },
-      failedBeforeResponse: (err) => {
-        ex?.fail(err === undefined ? h2Error(up.rstCode) : 'app unreachable');
-        this.#unreachable2(stream, ctx, grpc, err ?? new Error(`stream reset by the application (code ${up.rstCode})`));
+      sent: (_s, n) => up.consumed(n),
+      closed: (_s, code, byPeer) => {
+        if (!up.closed) up.reset(H2_CANCEL);
+        if (code !== undefined && code !== H2_NO_ERROR && byPeer) ex?.fail(h2Error(code));
+        ex?.end();
       },
-      aborted: () => this.#error(ctx, 'app response aborted'),
-    });
-    if (ex !== undefined) {
-      // After the relay's own listeners: only headers it actually sent count.
-      up.on('response', (h: Http2IncomingHeaders) => {
-        if (stream.headersSent) ex.head(Number(h[':status']), grpcStatusValue(h['grpc-status']));
-      });
-      up.on('trailers', (t: Http2IncomingHeaders) => ex.trailers(grpcStatusValue(t['grpc-status'])));
-    }
+    };
+    up.events = {
+      headers: (_s, block, end) => {
+        if (!down.headersDone) {
+          down.respond(block.pairs, end, block.sensitive);
+          ex?.head(Number(headerValue(block.pairs, ':status')), grpcStatusValue(headerValue(block.pairs, 'grpc-status')));
+        } else {
+          ex?.trailers(grpcStatusValue(headerValue(block.pairs, 'grpc-status')));
+          down.end(block.pairs, block.sensitive);
+        }
+      },
+      data: (_s, chunk, end) => {
+        down.write(chunk);
+        if (end) down.end();
+      },
+      sent: (_s, n) => down.consumed(n),
+      closed: (_s, code) => {
+        if (code === undefined || down.closed || down.localEnded) return;
+        if (!down.headersDone) {
+          // Failed before responding: the connection (never made, or lost) or a reset by the application.
+          const lost = up.conn.destroyed;
+          ex?.fail(lost ? 'app unreachable' : h2Error(code));
+          this.#unreachable2(down, ctx, grpc, lost ? 'connection failed' : `stream reset by the application (code ${code})`);
+        } else {
+          this.#error(ctx, 'app response aborted');
+          down.reset(code !== H2_NO_ERROR ? code : H2_INTERNAL_ERROR);
+        }
+      },
+    };
   }
 
-  #unreachable2(stream: ServerHttp2Stream, ctx: HttpConn, grpc: boolean, err: unknown): void {
+  #unreachable2(stream: H2Stream, ctx: HttpConn, grpc: boolean, err: string): void {
     this.#error(ctx, 'app unreachable');
     if (this.#log.isLevelEnabled('debug')) {
-      this.#log.debug(
-        { port: ctx.port, appPort: ctx.appPort, err: err instanceof Error ? err.message : String(err) },
-        'inbound HTTP/2 request to the application failed',
-      );
+      this.#log.debug({ port: ctx.port, appPort: ctx.appPort, err }, 'inbound HTTP/2 request to the application failed');
     }
     this.#respond2(stream, ctx, grpc, 502, GRPC_UNAVAILABLE, APP_UNREACHABLE);
   }
