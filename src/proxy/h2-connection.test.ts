@@ -324,6 +324,8 @@ describe('H2Connection against malformed and abusive peers', { timeout: 20_000 }
       [':method', 'GET', ':scheme', 'http', ':path', '/st', ':status', '200'],
       [':method', 'GET', ':path', '/noscheme'],
       [':method', 'GET', ':scheme', 'http', ':path', ''],
+      [':method', 'GET', ':scheme', 'http', ':path', 'http://x/admin'],
+      [':method', 'GET', ':scheme', 'http', ':path', '/a b'],
     ];
     const c = new RawClient(port);
     c.preface();

@@ -129,6 +129,13 @@ export function messageProblem(kind: MessageKind, pairs: readonly string[], fact
     } else {
       if (scheme === undefined || scheme === '') return 'missing :scheme';
       if (path === undefined || path === '') return 'missing :path';
+      // Origin-form only (or `*` for OPTIONS): an absolute-form path would be authorized as one
+      // path and read by the application as another.
+      if (path.charCodeAt(0) !== 0x2f && !(path === '*' && facts.method === 'OPTIONS')) return 'invalid :path';
+      for (let i = 0; i < path.length; i++) {
+        const c = path.charCodeAt(i);
+        if (c <= 0x20 || c >= 0x7f) return 'invalid :path';
+      }
     }
   } else if (kind === 'response') {
     if (status === undefined || !/^[1-9][0-9]{2}$/.test(status)) return 'missing or invalid :status';

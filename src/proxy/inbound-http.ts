@@ -656,7 +656,9 @@ export class InboundHttp {
         continue;
       }
       const prev = headers[name];
-      headers[name] = prev === undefined ? value : Array.isArray(prev) ? [...prev, value] : [prev, value];
+      if (prev === undefined) headers[name] = value;
+      else if (Array.isArray(prev)) prev.push(value);
+      else headers[name] = [prev, value];
       if (name === ':path') path = value;
       else if (name === ':authority') authority = value;
     }
@@ -742,15 +744,16 @@ export class InboundHttp {
       return;
     }
     down.events = {
-      headers: (_s, block) => up.end(block.pairs, block.sensitive),
+      // The client's trailers, without l5d-* like its headers.
+      headers: (_s, block) => up.end(withoutL5d(block.pairs), block.sensitive),
       data: (_s, chunk, end) => {
         up.write(chunk);
         if (end) up.end();
       },
       sent: (_s, n) => up.consumed(n),
-      closed: (_s, code, byPeer) => {
+      closed: (_s, code) => {
         if (!up.closed) up.reset(H2_CANCEL);
-        if (code !== undefined && code !== H2_NO_ERROR && byPeer) ex?.fail(h2Error(code));
+        if (code !== undefined && code !== H2_NO_ERROR) ex?.fail(h2Error(code));
         ex?.end();
       },
     };
@@ -770,7 +773,8 @@ export class InboundHttp {
       },
       sent: (_s, n) => down.consumed(n),
       closed: (_s, code) => {
-        if (code === undefined || down.closed || down.localEnded) return;
+        // A reset with NO_ERROR after the whole response (RFC 9113 §8.1) only stops the request body.
+        if (code === undefined || down.closed || down.localEnded || (code === H2_NO_ERROR && up.remoteEnded)) return;
         if (!down.headersDone) {
           // Failed before responding: the connection (never made, or lost) or a reset by the application.
           const lost = up.conn.destroyed;
