@@ -124,8 +124,6 @@ export class H2Stream {
   /** 0 until a client stream's HEADERS are sent (it may wait for a concurrency slot). */
   id = 0;
   events: H2StreamEvents | undefined;
-  /** Free for the consumer. */
-  context: unknown;
   readonly conn: H2Connection;
   /** The request's `:method` (client streams: what we sent; server streams: what the peer sent). */
   method = '';
@@ -873,20 +871,21 @@ export class H2Connection {
     this.#schedule();
   }
 
-  #windowUpdate(id: number, inc: number): void {
-    this.#head(4, WINDOW_UPDATE, 0, id);
+  /** A frame whose payload is one 32-bit value (WINDOW_UPDATE, RST_STREAM). */
+  #u32Frame(type: number, id: number, value: number): void {
+    this.#head(4, type, 0, id);
     const w = this.#w;
     w.ensure(4);
-    w.buf.writeUInt32BE(inc, w.pos);
+    w.buf.writeUInt32BE(value, w.pos);
     w.pos += 4;
   }
 
+  #windowUpdate(id: number, inc: number): void {
+    this.#u32Frame(WINDOW_UPDATE, id, inc);
+  }
+
   #rst(id: number, code: number): void {
-    this.#head(4, RST_STREAM, 0, id);
-    const w = this.#w;
-    w.ensure(4);
-    w.buf.writeUInt32BE(code, w.pos);
-    w.pos += 4;
+    this.#u32Frame(RST_STREAM, id, code);
     this.#control();
   }
 

@@ -1,5 +1,5 @@
 /**
- * The options objects the proxy hands to node:http2 for every relayed request and response,
+ * The options objects the outbound proxy hands to node:http2 for every relayed request and response,
  * complete, shared and frozen.
  *
  * `ClientHttp2Session#request` and `ServerHttp2Stream#respond` copy their options (`{ ...options }`)

@@ -71,28 +71,9 @@ async function capturedBlocks(requests: Record<string, string>[]): Promise<Buffe
 describe('hpack', () => {
   it('decodes the RFC 7541 C.4 requests (Huffman, dynamic table across blocks)', () => {
     const d = new HpackDecoder();
-    assert.deepEqual(decoded(d, hex('8286 8441 8cf1 e3c2 e5f2 3a6b a0ab 90f4 ff')).pairs, [
-      ':method',
-      'GET',
-      ':scheme',
-      'http',
-      ':path',
-      '/',
-      ':authority',
-      'www.example.com',
-    ]);
-    assert.deepEqual(decoded(d, hex('8286 84be 5886 a8eb 1064 9cbf')).pairs, [
-      ':method',
-      'GET',
-      ':scheme',
-      'http',
-      ':path',
-      '/',
-      ':authority',
-      'www.example.com',
-      'cache-control',
-      'no-cache',
-    ]);
+    const first = [':method', 'GET', ':scheme', 'http', ':path', '/', ':authority', 'www.example.com'];
+    assert.deepEqual(decoded(d, hex('8286 8441 8cf1 e3c2 e5f2 3a6b a0ab 90f4 ff')).pairs, first);
+    assert.deepEqual(decoded(d, hex('8286 84be 5886 a8eb 1064 9cbf')).pairs, [...first, 'cache-control', 'no-cache']);
     assert.deepEqual(decoded(d, hex('8287 85bf 4088 25a8 49e9 5ba9 7d7f 8925 a849 e95b b8e8 b4bf')).pairs, [
       ':method',
       'GET',

@@ -3,11 +3,11 @@
  * HTTP/2 and gRPC against the port's *current* policy, and forwarding of permitted requests to
  * the application. It is the default `handleHttp` of {@link InboundProxy}.
  *
- * One `http.Server` and one `http2.Server` per proxy, never listening: each connection the proxy
- * classified as HTTP is fed to one of them with `emit('connection', socket)` (HTTP/1 then
- * `resume()`s the socket; HTTP/2 must not, its session drains the unshifted bytes itself —
- * STACK.md §2.13). The connection's facts (port, client address and TLS state) are kept in a
- * WeakMap keyed by the socket (HTTP/1) or by the HTTP/2 session created for it.
+ * HTTP/1: one `http.Server` per proxy, never listening: each HTTP/1 connection is fed to it with
+ * `emit('connection', socket)` and its facts (port, client address and TLS state) are kept in a
+ * WeakMap keyed by the socket. HTTP/2: each connection gets an {@link H2Connection} of its own
+ * (h2-connection; node:http2 costs more CPU per relayed stream than all of ward's own work), whose
+ * streams are relayed to the application's on another (inbound-http-upstream).
  *
  * Per request: the port's current policy → `authorizeRequest` (a port that is no longer HTTP —
  * now opaque or TLS — has no routes: 404; no policy at all → 500, fail closed). Denials are
@@ -26,10 +26,8 @@
  * - `Expect: 100-continue` is answered by the proxy, after authorization; the header is not
  *   forwarded. A denied request gets its 403 without a 100 and node then closes the connection
  *   (the client may still be sending a body): the one denial that does not keep the connection.
- * - HTTP/2 over mesh TLS without ALPN `h2` (the bytes said HTTP/2): node:http2 would hand such a
- *   TLS socket to 'unknownProtocol', so its `alpnProtocol` is set to `h2` before the hand-off.
- *   The proxy's sockets are half-open and node:http2 ignores a FIN, so a FIN closes the session
- *   gracefully here.
+ * - HTTP/2 is served whatever ALPN said (the bytes said HTTP/2). The proxy's sockets are
+ *   half-open: a FIN from the client closes the connection gracefully (open streams finish).
  * - Request smuggling: node's parser (strict mode, `insecureHTTPParser: false` regardless of the
  *   process flag) refuses Content-Length with Transfer-Encoding, repeated Content-Length and
  *   other malformed framing with 400 before a request exists; a Transfer-Encoding whose final
@@ -41,7 +39,7 @@
  * - Limits: the header block is bounded (`maxHeaderBytes`, 431) and must arrive within
  *   `headersTimeoutMs` of the request's first byte (408; node's coarse connection check, no timer
  *   per request). An HTTP/2 client's connection preface and first SETTINGS frame must arrive
- *   within `headersTimeoutMs` too (node:http2 would wait for them forever), else the connection is
+ *   within `headersTimeoutMs` too, else the connection is
  *   closed. Bodies have no deadline (long-lived streams are legitimate) — except the body of a
  *   request the proxy answers itself (a denial, a 502…): node reads and discards it to keep the
  *   connection, and it must end within `headersTimeoutMs` of the answer, else the connection is
