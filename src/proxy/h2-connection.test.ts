@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { type ClientHttp2Session, connect as connectHttp2, createServer as createHttp2Server, type Http2Server, type ServerHttp2Stream } from 'node:http2';
 import { type AddressInfo, connect as connectTcp, createServer, type Server, type Socket } from 'node:net';
+import { Duplex } from 'node:stream';
 import { after, describe, it } from 'node:test';
 import { H2_CANCEL, H2Connection, type H2ConnectionOptions, type H2Stream, type H2StreamEvents } from './h2-connection.js';
 import { ByteWriter, HpackDecoder, HpackEncoder } from './hpack.js';
@@ -198,6 +199,48 @@ describe('H2Connection as a client, to node:http2 servers', { timeout: 20_000 },
     assert.equal(conn.streamCount, 0);
   });
 
+  it('a stream whose reader never reads holds only its own window: the other streams go on', async () => {
+    const server = createHttp2Server();
+    server.on('stream', (stream: ServerHttp2Stream, headers) => {
+      stream.respond({ ':status': 200 });
+      stream.end(Buffer.alloc(String(headers[':path']).startsWith('/hold') ? 256 * 1024 : 100 * 1024, 'h'));
+    });
+    const port = await listen(server);
+    const conn = new H2Connection(connectTcp({ host: '127.0.0.1', port }), { role: 'client' });
+    closers.push(() => conn.destroy());
+    // 20 streams whose data nobody consumes: 20 x 64 KiB, more than the 1 MiB connection window.
+    let held = 0;
+    for (let i = 0; i < 20; i++) {
+      const s = conn.request([':method', 'GET', ':scheme', 'http', ':path', `/hold${i}`, ':authority', 't'], true);
+      assert.ok(s !== undefined);
+      s.events = {
+        headers: () => {},
+        data: (_s, chunk) => {
+          held += chunk.length;
+        },
+        closed: () => {},
+      };
+    }
+    const fast = await Promise.race([ourRequest(conn, '/fast'), new Promise<undefined>((r) => setTimeout(() => r(undefined), 3000).unref())]);
+    assert.equal(fast?.body.length, 100 * 1024, 'the fast stream completed');
+    assert.equal(held, 20 * 65_535, 'each held stream got exactly its window');
+  });
+
+  it('fails when the peer never sends its SETTINGS: waiting streams are refused', async () => {
+    const mute = createServer(() => {});
+    const port = await listen(mute);
+    const socket = connectTcp({ host: '127.0.0.1', port });
+    const conn = new H2Connection(socket, { role: 'client', settingsTimeoutMs: 200 });
+    closers.push(() => conn.destroy());
+    const s = conn.request([':method', 'GET', ':scheme', 'http', ':path', '/', ':authority', 't'], true);
+    assert.ok(s !== undefined);
+    const closed = new Promise<number | undefined>((resolve) => {
+      s.events = { headers: () => {}, data: () => {}, closed: (_s, code) => resolve(code) };
+    });
+    assert.equal(await closed, 7, 'REFUSED_STREAM');
+    assert.equal(conn.destroyed, true);
+  });
+
   it('refuses the streams a GOAWAY leaves out and takes no new ones', async () => {
     const server = createHttp2Server();
     server.on('stream', (stream) => {
@@ -363,6 +406,129 @@ describe('H2Connection against malformed and abusive peers', { timeout: 20_000 }
     await c.until(() => c.responseStatus(3) !== undefined, 'the next request answered');
     assert.equal(c.responseStatus(1), '431');
     assert.equal(c.responseStatus(3), '200');
+  });
+
+  it('answers 431 to a header list over the field bound (128)', async () => {
+    const { port } = await server;
+    const c = new RawClient(port);
+    c.preface();
+    const fields = (n: number): string[] => Array.from({ length: n - REQ.length / 2 }, (_, i) => [`x-f${i}`, 'v']).flat();
+    c.headers(1, [...REQ, ...fields(129)]);
+    c.headers(3, [...REQ, ...fields(128)]);
+    await c.until(() => c.responseStatus(3) !== undefined, 'the next request answered');
+    assert.equal(c.responseStatus(1), '431');
+    assert.equal(c.responseStatus(3), '200');
+  });
+
+  it('cuts off a SETTINGS flood with ENHANCE_YOUR_CALM', async () => {
+    const { port } = await server;
+    const c = new RawClient(port);
+    c.preface();
+    const one = RawClient.frame(4, 0, 0, Buffer.from([0, 4, 0, 0, 0xff, 0xff]));
+    c.send(Buffer.concat(Array.from({ length: 1100 }, () => one)));
+    await c.until(() => c.ended, 'connection closed');
+    assert.equal(c.goaway()?.code, 0xb);
+  });
+
+  it('handles frames however the reads split them', async () => {
+    const body = Buffer.alloc(16_384 + 5);
+    for (let i = 0; i < body.length; i++) body[i] = i % 251;
+    const input = Buffer.concat([
+      Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'),
+      RawClient.frame(4, 0, 0),
+      RawClient.frame(
+        1,
+        0x4,
+        1,
+        (() => {
+          const w = new ByteWriter();
+          new HpackEncoder().encode(w, REQ);
+          return w.take();
+        })(),
+      ),
+      RawClient.frame(0, 0, 1, body.subarray(0, 16_384)),
+      RawClient.frame(0, 1, 1, body.subarray(16_384)),
+    ]);
+    for (const size of [1, 3, 9, 10, 100, 4096, 16_393, 16_394, input.length]) {
+      const got: Buffer[] = [];
+      let ended = false;
+      const duplex = new Duplex({ read() {}, write: (_c, _e, cb) => cb() });
+      const conn = new H2Connection(duplex, {
+        role: 'server',
+        onStream: (stream) => {
+          stream.events = {
+            headers: () => {},
+            data: (_s, chunk, end) => {
+              got.push(Buffer.from(chunk));
+              ended ||= end;
+            },
+            closed: () => {},
+          };
+        },
+      });
+      for (let off = 0; off < input.length; off += size) duplex.push(input.subarray(off, off + size));
+      await new Promise((r) => setImmediate(r));
+      assert.ok(ended && Buffer.concat(got).equals(body), `reads of ${size} bytes`);
+      conn.destroy();
+    }
+  });
+
+  it('copies a small slice of a large buffer before it waits in a queue', async () => {
+    let queued: Buffer[] = [];
+    const { port } = await ourServer((stream) => {
+      stream.events = { headers: () => {}, data: () => {}, closed: () => {} };
+      stream.respond([':status', '200'], false);
+      stream.write(Buffer.alloc(1024 * 1024).subarray(0, 10));
+      queued = stream.queue;
+    });
+    const c = new RawClient(port);
+    // A peer with no stream window: the data waits.
+    c.send(Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), RawClient.frame(4, 0, 0, Buffer.from([0, 4, 0, 0, 0, 0]))]));
+    c.headers(1, REQ);
+    await c.until(() => queued.length === 1, 'the data waits');
+    assert.equal(queued[0]?.length, 10);
+    assert.ok((queued[0]?.buffer.byteLength ?? 0) < 64 * 1024, 'not the 1 MiB it came from');
+  });
+
+  it('after a graceful close, a slow reader still gets every byte buffered for it', async () => {
+    const size = 24 * 1024 * 1024;
+    const { port, conns } = await ourServer((stream) => {
+      stream.events = { headers: () => {}, data: () => {}, closed: () => {} };
+      stream.respond([':status', '200'], false);
+      stream.write(Buffer.alloc(size, 'z'));
+      stream.end();
+      conns[0]?.close();
+    });
+    const socket = connectTcp({ host: '127.0.0.1', port });
+    closers.push(() => socket.destroy());
+    const window = Buffer.alloc(4);
+    window.writeUInt32BE(0x7fff_ffff - 65_535);
+    socket.write(
+      Buffer.concat([
+        Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'),
+        RawClient.frame(4, 0, 0, Buffer.from([0, 4, 0x7f, 0xff, 0xff, 0xff])),
+        RawClient.frame(8, 0, 0, window),
+        RawClient.frame(1, 0x5, 1, new RawClient(port).block(REQ)),
+      ]),
+    );
+    // Reads in bursts with pauses longer than a second, like a reader on a congested link.
+    let received = 0;
+    socket.on('data', (d: Buffer) => {
+      received += d.length;
+    });
+    const deadline = Date.now() + 15_000;
+    let closed = false;
+    socket.once('close', () => {
+      closed = true;
+    });
+    while (!closed && Date.now() < deadline) {
+      socket.pause();
+      await new Promise((r) => setTimeout(r, 1500));
+      socket.resume();
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.ok(closed, 'the connection ended');
+    assert.ok(received > size, `all ${size} bytes arrived (got ${received})`);
   });
 
   it('ends the connection on a bad preface, a first frame other than SETTINGS, DATA on an idle stream, a bad HPACK block', async () => {

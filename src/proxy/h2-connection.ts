@@ -9,22 +9,25 @@
  * - Settings: ours are sent first (server: `MAX_CONCURRENT_STREAMS`; both: `MAX_HEADER_LIST_SIZE`;
  *   client: `ENABLE_PUSH` 0) with a connection window raised to {@link H2ConnectionOptions.connectionWindow};
  *   the stream window stays at the default 65,535. The peer's first frame must be SETTINGS.
- * - Flow control both ways. Received data is credited back (WINDOW_UPDATE) only once its consumer
- *   says it is {@link H2Stream.consumed} — for a relay, once it was written to the other side — so
- *   a slow reader anywhere slows the writer, and what a stream holds is bounded by its window.
- *   Credit goes out in halves of the window, not per frame. DATA is sent within the peer's
- *   windows and frame size, and not at all while the socket is backed up.
+ * - Flow control both ways. A stream's received data is credited back (WINDOW_UPDATE) only once
+ *   its consumer says it is {@link H2Stream.consumed} — for a relay, once it was written to the
+ *   other side — so a slow reader slows its writer, and what a stream holds is bounded by its
+ *   window. The connection's window is credited on receipt, so one slow stream never stalls the
+ *   others. Credit goes out in halves of the window, not per frame. DATA is sent within the peer's
+ *   windows and frame size, and not at all while the socket is backed up. A small slice of a
+ *   large read is copied before it waits in a queue, so a queued byte cannot hold a whole read.
  * - Every header block is decoded in order (HPACK state stays in step) and checked (h2-message):
  *   a malformed request or response, DATA beyond or short of `content-length`, trailers without
  *   END_STREAM are stream errors (RST_STREAM PROTOCOL_ERROR) and never reach the consumer.
  *   A request over `MAX_CONCURRENT_STREAMS` is refused (REFUSED_STREAM); one over the header list
- *   bound is answered 431.
+ *   bounds (size, or {@link MAX_HEADER_FIELDS} fields) is answered 431.
  * - Connection errors (GOAWAY with the code, then the socket is closed): frame sizes and types out
  *   of place, a stream id reused or from the wrong side, HPACK errors, window overflows, a header
  *   block not continued by CONTINUATION frames or larger than twice the header list bound.
  * - Abuse: resets sent by the peer or caused by its errors draw on a budget of
  *   {@link RESET_BURST}, refilled at {@link RESET_REFILL_PER_S}/s (the "rapid reset" attack, as
- *   nghttp2 bounds it); so do empty DATA frames and header blocks of streams already closed. A peer
+ *   nghttp2 bounds it); so do empty DATA frames, header blocks of streams already closed and
+ *   SETTINGS frames after the first. A peer
  *   that lets our replies (PING and SETTINGS acknowledgements, headers) pile up past
  *   {@link MAX_BACKLOG_BYTES} because it does not read is cut off. Each of these ends the
  *   connection with ENHANCE_YOUR_CALM.
@@ -87,6 +90,20 @@ export const RESET_REFILL_PER_S = 33;
 export const MAX_BACKLOG_BYTES = 4 * 1024 * 1024;
 /** Payloads smaller than this are copied into the outgoing batch rather than written on their own. */
 const COPY_BELOW = 1024;
+/** Fields a received header list may have (node:http2's bound was 128 too); more is answered 431. */
+export const MAX_HEADER_FIELDS = 128;
+/** Client: the peer's SETTINGS must arrive within this (an application that accepts but never speaks HTTP/2). */
+export const SETTINGS_TIMEOUT_MS = 10_000;
+/** Client streams that may wait for a concurrency slot; beyond them {@link H2Connection.request} refuses. */
+export const MAX_WAITING_STREAMS = 4096;
+/**
+ * After its end, a socket is destroyed a second after its buffered output is out, once that output
+ * has not moved for {@link LINGER_STALL_MS}, or after {@link LINGER_MAX_MS} in any case.
+ */
+const LINGER_STEP_MS = 1000;
+const LINGER_STALL_MS = 5000;
+const LINGER_MAX_MS = 30_000;
+const MAX_STREAM_ID = 0x7fff_ffff;
 
 /** Settings of an {@link H2Connection}. */
 export interface H2ConnectionOptions {
@@ -95,6 +112,10 @@ export interface H2ConnectionOptions {
   readonly maxConcurrentStreams?: number;
   /** Bound on a received header list (RFC 7541 size; default 64 KiB). */
   readonly maxHeaderListSize?: number;
+  /** Bound on the fields of a received header list (default {@link MAX_HEADER_FIELDS}). */
+  readonly maxHeaderFields?: number;
+  /** Client: how long the peer has to send its SETTINGS before the connection fails (default {@link SETTINGS_TIMEOUT_MS}). */
+  readonly settingsTimeoutMs?: number;
   /** The connection-level receive window (default 1 MiB). */
   readonly connectionWindow?: number;
   /** Server: a new request stream; the callee sets `stream.events` before returning. */
@@ -136,7 +157,7 @@ export class H2Stream {
   pendingHead: { pairs: readonly string[]; sensitive: readonly string[] | undefined; endStream: boolean } | undefined;
   sendWindow = DEFAULT_WINDOW;
   recvWindow = DEFAULT_WINDOW;
-  /** Bytes consumed but not yet credited back. */
+  /** Bytes consumed but not yet credited back to the stream's window. */
   recvCredit = 0;
   /** Bytes received and handed over but not yet consumed. */
   held = 0;
@@ -186,6 +207,7 @@ export class H2Connection {
   readonly #opts: H2ConnectionOptions;
   readonly #maxStreams: number;
   readonly #maxList: number;
+  readonly #maxFields: number;
   readonly #decoder = new HpackDecoder();
   readonly #encoder = new HpackEncoder();
   readonly #streams = new Map<number, H2Stream>();
@@ -193,7 +215,11 @@ export class H2Connection {
 
   // Input.
   #prefaceLeft: number;
+  /** The start of a frame that did not arrive whole: its header only, or (`#restNeed` > 0) the whole frame's room. */
   #rest: Buffer | undefined;
+  /** Bytes still missing from `#rest` when it is a whole frame's room. */
+  #restNeed = 0;
+  #settingsTimer: NodeJS.Timeout | undefined;
   #settingsSeen = false;
   #continuing: { id: number; flags: number; parts: Buffer[]; size: number } | undefined;
   /** Highest stream id the peer opened (server) / we opened (client). */
@@ -233,6 +259,7 @@ export class H2Connection {
     this.#server = opts.role === 'server';
     this.#maxStreams = opts.maxConcurrentStreams ?? 256;
     this.#maxList = opts.maxHeaderListSize ?? 64 * 1024;
+    this.#maxFields = opts.maxHeaderFields ?? MAX_HEADER_FIELDS;
     this.#connWindowSize = Math.max(DEFAULT_WINDOW, Math.min(opts.connectionWindow ?? 1024 * 1024, MAX_WINDOW));
     this.#connRecvWindow = this.#connWindowSize;
     this.#prefaceLeft = this.#server ? CLIENT_PREFACE.length : 0;
@@ -251,6 +278,12 @@ export class H2Connection {
     }
     if (this.#connWindowSize > DEFAULT_WINDOW) this.#windowUpdate(0, this.#connWindowSize - DEFAULT_WINDOW);
     this.#schedule();
+    if (!this.#server) {
+      this.#settingsTimer = setTimeout(() => {
+        if (!this.#settingsSeen) this.#fail(H2_PROTOCOL_ERROR, 'no SETTINGS from the peer');
+      }, opts.settingsTimeoutMs ?? SETTINGS_TIMEOUT_MS);
+      this.#settingsTimer.unref();
+    }
     socket.on('data', (d: Buffer) => this.#onData(d));
     socket.on('drain', () => this.#onDrain());
     socket.on('end', () => this.#onEnd());
@@ -279,10 +312,16 @@ export class H2Connection {
 
   /**
    * Client: opens a request stream (HEADERS now, or once the peer's concurrency limit allows).
-   * `events` must be set on the result right away. Undefined when the connection is not usable.
+   * `events` must be set on the result right away; it may be closed already (check `closed`).
+   * Undefined when the connection is not usable, or {@link MAX_WAITING_STREAMS} already wait.
    */
   request(pairs: readonly string[], endStream: boolean, sensitive?: readonly string[]): H2Stream | undefined {
-    if (this.#server || !this.usable) return undefined;
+    if (this.#server || !this.usable || this.#waiting.length >= MAX_WAITING_STREAMS) return undefined;
+    if (this.#nextId + 2 * this.#waiting.length > MAX_STREAM_ID) {
+      // Stream ids are spent: this connection ends once its streams are done.
+      this.close();
+      return undefined;
+    }
     const s = new H2Stream(this);
     s.pendingHead = { pairs, sensitive, endStream };
     for (let i = 0; i + 1 < pairs.length; i += 2) {
@@ -324,6 +363,8 @@ export class H2Connection {
 
   write(s: H2Stream, chunk: Buffer): void {
     if (s.closed || s.localEnded || s.endPending !== undefined || chunk.length === 0) return;
+    // A small slice of a large read must not keep the whole read alive while it waits.
+    if (chunk.length * 8 < chunk.buffer.byteLength) chunk = Buffer.from(chunk);
     s.queue.push(chunk);
     s.queued += chunk.length;
     if (s.id !== 0 && (s.headersDone || !this.#server)) this.#flushStream(s);
@@ -339,7 +380,6 @@ export class H2Connection {
     if (n <= 0) return;
     n = Math.min(n, s.held);
     s.held -= n;
-    this.#creditConnection(n);
     if (s.closed || s.remoteEnded) return;
     s.recvCredit += n;
     if (s.recvCredit >= DEFAULT_WINDOW / 2) {
@@ -389,8 +429,27 @@ export class H2Connection {
 
   #onData(chunk: Buffer): void {
     if (this.#dead) return;
-    const buf = this.#rest === undefined ? chunk : Buffer.concat([this.#rest, chunk]);
-    this.#rest = undefined;
+    let buf = chunk;
+    const rest = this.#rest;
+    if (rest !== undefined) {
+      this.#rest = undefined;
+      const need = this.#restNeed;
+      if (need === 0) buf = Buffer.concat([rest, chunk]);
+      else {
+        // A frame of known size: fill its room, handle it alone, then go on with the rest of the chunk.
+        const n = Math.min(need, chunk.length);
+        chunk.copy(rest, rest.length - need, 0, n);
+        if (n < need) {
+          this.#rest = rest;
+          this.#restNeed = need - n;
+          return;
+        }
+        this.#restNeed = 0;
+        this.#frames(rest, 0);
+        if (this.#dead || n === chunk.length) return;
+        buf = chunk.subarray(n);
+      }
+    }
     let pos = 0;
     if (this.#prefaceLeft > 0) {
       const start = CLIENT_PREFACE.length - this.#prefaceLeft;
@@ -402,6 +461,11 @@ export class H2Connection {
       this.#prefaceLeft -= n;
       pos = n;
     }
+    this.#frames(buf, pos);
+  }
+
+  /** Handles the frames in `buf` from `pos`; keeps an incomplete last one for the next read. */
+  #frames(buf: Buffer, pos: number): void {
     const end = buf.length;
     while (end - pos >= 9) {
       const len = ((buf[pos] as number) << 16) | ((buf[pos + 1] as number) << 8) | (buf[pos + 2] as number);
@@ -409,7 +473,14 @@ export class H2Connection {
         this.#fail(H2_FRAME_SIZE_ERROR, `frame of ${len} bytes`);
         return;
       }
-      if (end - pos - 9 < len) break;
+      if (end - pos - 9 < len) {
+        // Room for the whole frame, so the rest of it is copied once, not again with every read.
+        const room = Buffer.allocUnsafe(9 + len);
+        buf.copy(room, 0, pos, end);
+        this.#rest = room;
+        this.#restNeed = 9 + len - (end - pos);
+        return;
+      }
       const type = buf[pos + 3] as number;
       const flags = buf[pos + 4] as number;
       const id = buf.readUInt32BE(pos + 5) & 0x7fff_ffff;
@@ -418,7 +489,7 @@ export class H2Connection {
       this.#frame(type, flags, id, payload);
       if (this.#dead) return;
     }
-    // Keep a copy of the partial frame only, not the chunk it came in.
+    // Keep a copy of the partial frame header only, not the chunk it came in.
     if (pos < end) this.#rest = Buffer.from(buf.subarray(pos));
   }
 
@@ -491,6 +562,10 @@ export class H2Connection {
       return;
     }
     this.#connRecvWindow -= total;
+    // The connection's window is credited on receipt: stream windows do the backpressure, so one
+    // stream whose reader is slow cannot stall the others (what a connection holds is bounded by
+    // its streams' windows).
+    this.#creditConnection(total);
     let data = payload;
     if (flags & FLAG_PADDED) {
       const pad = total > 0 ? (payload[0] as number) : 0;
@@ -502,19 +577,17 @@ export class H2Connection {
     }
     const s = this.#streams.get(id);
     if (s === undefined || s.remoteEnded || (!this.#server && !s.headersDone)) {
-      this.#creditConnection(total);
       if (s === undefined && this.#idle(id)) this.#fail(H2_PROTOCOL_ERROR, 'DATA on an idle stream');
       else if (s !== undefined) this.#streamError(id, s.remoteEnded ? H2_STREAM_CLOSED : H2_PROTOCOL_ERROR);
       // else: a stream closed already (reset by us, say), with data in flight: ignored.
       return;
     }
     if (total > s.recvWindow) {
-      this.#creditConnection(total);
       this.#streamError(id, H2_FLOW_CONTROL_ERROR);
       return;
     }
     s.recvWindow -= total;
-    // Padding counts against the windows but is never consumed by anyone: credit it now.
+    // Padding counts against the stream's window but is never consumed by anyone: credit it now.
     if (data.length < total) {
       s.held += total - data.length;
       this.consumed(s, total - data.length);
@@ -524,7 +597,6 @@ export class H2Connection {
     if (this.#dead) return;
     s.receivedLength += data.length;
     if (s.expectLength >= 0 && (s.receivedLength > s.expectLength || (endStream && s.receivedLength !== s.expectLength))) {
-      this.#creditConnection(data.length);
       this.#streamError(id, H2_PROTOCOL_ERROR);
       return;
     }
@@ -577,7 +649,7 @@ export class H2Connection {
   }
 
   #onHeaderBlock(id: number, flags: number, block: Buffer): void {
-    const decoded = this.#decoder.decode(block, this.#maxList);
+    const decoded = this.#decoder.decode(block, this.#maxList, this.#maxFields);
     if (typeof decoded === 'string') {
       this.#fail(H2_COMPRESSION_ERROR, `header block: ${decoded}`);
       return;
@@ -589,10 +661,14 @@ export class H2Connection {
       if (!this.#server || !peerOpened) {
         // A stream already closed is ignored (its block was decoded: the table stays in step).
         if (this.#idle(id)) this.#fail(H2_PROTOCOL_ERROR, `HEADERS on idle stream ${id}`);
+        else this.#spend(1);
         return;
       }
       // A stream already closed (reset by us, say): its trailers are ignored.
-      if (id <= this.#lastPeerId) return;
+      if (id <= this.#lastPeerId) {
+        this.#spend(1);
+        return;
+      }
       this.#lastPeerId = id;
       this.#onRequest(id, decoded, endStream);
       return;
@@ -606,7 +682,7 @@ export class H2Connection {
       this.#streamError(id, H2_STREAM_CLOSED);
       return;
     }
-    if (!endStream || decoded.listSize > this.#maxList || messageProblem('trailers', decoded.pairs, this.#facts) !== undefined) {
+    if (!endStream || this.#tooLarge(decoded) || messageProblem('trailers', decoded.pairs, this.#facts) !== undefined) {
       this.#streamError(id, H2_PROTOCOL_ERROR);
       return;
     }
@@ -617,6 +693,11 @@ export class H2Connection {
     s.remoteEnded = true;
     s.events?.headers(s, decoded, true);
     this.#maybeClosed(s);
+  }
+
+  /** Over the header list bounds (size or fields): not collected whole, so never handed on. */
+  #tooLarge(decoded: HeaderBlock): boolean {
+    return decoded.listSize > this.#maxList || decoded.count > this.#maxFields;
   }
 
   #onRequest(id: number, decoded: HeaderBlock, endStream: boolean): void {
@@ -630,7 +711,7 @@ export class H2Connection {
     s.remoteEnded = endStream;
     this.#streams.set(id, s);
     this.#active++;
-    if (decoded.listSize > this.#maxList) {
+    if (this.#tooLarge(decoded)) {
       s.headersDone = true;
       this.#headerBlock(id, [':status', '431', 'content-length', '0'], undefined, true);
       this.#localEnd(s);
@@ -655,7 +736,7 @@ export class H2Connection {
 
   #onResponse(s: H2Stream, decoded: HeaderBlock, endStream: boolean): void {
     const facts = this.#facts;
-    if (decoded.listSize > this.#maxList || messageProblem('response', decoded.pairs, facts) !== undefined) {
+    if (this.#tooLarge(decoded) || messageProblem('response', decoded.pairs, facts) !== undefined) {
       this.resetStream(s, H2_PROTOCOL_ERROR, false);
       return;
     }
@@ -706,6 +787,13 @@ export class H2Connection {
       this.#fail(H2_FRAME_SIZE_ERROR, 'SETTINGS size');
       return;
     }
+    // Each one costs an acknowledgement (and may walk every stream): a flood of them draws on the budget.
+    if (this.#settingsSeen) this.#spend(1);
+    if (this.#dead) return;
+    const window = this.#peerInitialWindow;
+    const frame = this.#peerMaxFrame;
+    const streams = this.#peerMaxStreams;
+    let initialWindow = window;
     for (let i = 0; i < payload.length; i += 6) {
       const key = payload.readUInt16BE(i);
       const value = payload.readUInt32BE(i + 2);
@@ -722,22 +810,13 @@ export class H2Connection {
         case SETTINGS_MAX_CONCURRENT_STREAMS:
           this.#peerMaxStreams = value;
           break;
-        case SETTINGS_INITIAL_WINDOW_SIZE: {
+        case SETTINGS_INITIAL_WINDOW_SIZE:
           if (value > MAX_WINDOW) {
             this.#fail(H2_FLOW_CONTROL_ERROR, 'INITIAL_WINDOW_SIZE too large');
             return;
           }
-          const delta = value - this.#peerInitialWindow;
-          this.#peerInitialWindow = value;
-          for (const s of this.#streams.values()) {
-            s.sendWindow += delta;
-            if (s.sendWindow > MAX_WINDOW) {
-              this.#fail(H2_FLOW_CONTROL_ERROR, 'stream window overflow');
-              return;
-            }
-          }
+          initialWindow = value;
           break;
-        }
         case SETTINGS_MAX_FRAME_SIZE:
           if (value < MAX_FRAME || value > 0xff_ffff) {
             this.#fail(H2_PROTOCOL_ERROR, 'bad MAX_FRAME_SIZE');
@@ -749,13 +828,37 @@ export class H2Connection {
         // SETTINGS_MAX_HEADER_LIST_SIZE is advisory; unknown settings are ignored.
       }
     }
+    // The windows move once, by the frame's net change (the streams are walked once per frame).
+    const delta = initialWindow - window;
+    if (delta !== 0) {
+      this.#peerInitialWindow = initialWindow;
+      for (const s of this.#streams.values()) {
+        s.sendWindow += delta;
+        if (s.sendWindow > MAX_WINDOW) {
+          this.#fail(H2_FLOW_CONTROL_ERROR, 'stream window overflow');
+          return;
+        }
+      }
+    }
     this.#head(0, SETTINGS, FLAG_ACK, 0);
     this.#control();
+    if (this.#dead) return;
     const first = !this.#settingsSeen;
     this.#settingsSeen = true;
-    if (first) this.#opts.onReady?.();
+    if (first) {
+      clearTimeout(this.#settingsTimer);
+      this.#opts.onReady?.();
+    }
+    if (first || this.#peerMaxStreams > streams) this.#openWaiting();
+    // Queued data may go now only if a window or the frame size grew.
+    if (delta > 0 || this.#peerMaxFrame > frame) {
+      for (const s of this.#streams.values()) if (s.queued > 0 || s.endPending !== undefined) this.#flushStream(s);
+    }
+  }
+
+  /** Opens waiting client streams while the peer's concurrency limit allows. */
+  #openWaiting(): void {
     while (this.#waiting.length > 0 && this.#active < this.#peerMaxStreams && !this.#dead) this.#open(this.#waiting.shift() as H2Stream);
-    for (const s of this.#streams.values()) if (s.queued > 0 || s.endPending !== undefined) this.#flushStream(s);
   }
 
   #onGoaway(id: number, payload: Buffer): void {
@@ -931,7 +1034,8 @@ export class H2Connection {
 
   /** Sends what the windows and the socket allow of `s`'s queue, then its end if due. */
   #flushStream(s: H2Stream): void {
-    if (s.closed || this.#dead) return;
+    // A server stream's data waits for its response head.
+    if (s.closed || this.#dead || (this.#server && !s.headersDone)) return;
     while (s.queued > 0) {
       if (this.#socketFull || this.#connSendWindow <= 0) {
         this.#blocked.add(s);
@@ -1052,15 +1156,10 @@ export class H2Connection {
     s.queue = [];
     s.queued = 0;
     s.endPending = undefined;
-    // What the consumer will never consume goes back to the connection's window.
-    if (s.held > 0) {
-      const held = s.held;
-      s.held = 0;
-      this.#creditConnection(held);
-    }
+    s.held = 0;
     s.events?.closed(s, code, byPeer);
     if (this.#dead) return;
-    while (this.#waiting.length > 0 && this.#active < this.#peerMaxStreams) this.#open(this.#waiting.shift() as H2Stream);
+    this.#openWaiting();
     this.#maybeEnd();
   }
 
@@ -1093,6 +1192,8 @@ export class H2Connection {
     this.#dead = true;
     this.#continuing = undefined;
     this.#rest = undefined;
+    this.#restNeed = 0;
+    clearTimeout(this.#settingsTimer);
     const streamCode = code === H2_NO_ERROR ? H2_CANCEL : code;
     for (const s of this.#waiting.splice(0)) this.#finish(s, H2_REFUSED_STREAM, true);
     for (const s of [...this.#streams.values()]) this.#finish(s, streamCode, true);
@@ -1103,11 +1204,32 @@ export class H2Connection {
     const socket = this.#socket;
     if (!socket.destroyed) {
       socket.end();
-      // A peer that never reads must not hold the socket: destroy once the end is due.
-      setTimeout(() => socket.destroy(), 1000).unref();
+      lingerThenDestroy(socket);
     }
     this.#opts.onClose?.(code, reason);
   }
 }
 
 const EMPTY_PAIRS: readonly string[] = [];
+
+/**
+ * After `end()`: a peer that never reads (or never closes its side) must not hold the socket, but
+ * one that is still reading what was buffered for it gets it (see {@link LINGER_STALL_MS}).
+ */
+function lingerThenDestroy(socket: Duplex): void {
+  const started = Date.now();
+  let left = socket.writableLength;
+  let stalled = 0;
+  const check = (): void => {
+    if (socket.destroyed) return;
+    const now = socket.writableLength;
+    stalled = now > 0 && now >= left ? stalled + LINGER_STEP_MS : 0;
+    if (now === 0 || stalled >= LINGER_STALL_MS || Date.now() - started >= LINGER_MAX_MS) {
+      socket.destroy();
+      return;
+    }
+    left = now;
+    setTimeout(check, LINGER_STEP_MS).unref();
+  };
+  setTimeout(check, LINGER_STEP_MS).unref();
+}

@@ -7,8 +7,8 @@ import { ByteWriter, type HeaderBlock, HpackDecoder, HpackEncoder, huffmanDecode
 
 const hex = (s: string): Buffer => Buffer.from(s.replace(/\s+/g, ''), 'hex');
 
-function decoded(d: HpackDecoder, block: Buffer, max = 1 << 20): HeaderBlock {
-  const r = d.decode(block, max);
+function decoded(d: HpackDecoder, block: Buffer, max = 1 << 20, maxFields?: number): HeaderBlock {
+  const r = d.decode(block, max, maxFields);
   if (typeof r === 'string') assert.fail(`decoding error: ${r}`);
   return r;
 }
@@ -167,6 +167,29 @@ describe('hpack', () => {
     assert.deepEqual(decoded(d, block).pairs, ['x-a', 'a'.repeat(100)]);
     // With no table, the same field is a literal every time and the decoder stays in step.
     assert.deepEqual(decoded(d, encoded(e, ['x-a', 'a'.repeat(100)])).pairs, ['x-a', 'a'.repeat(100)]);
+  });
+
+  it('signals the smallest of several table changes before the last, so the peer evicts what we did', () => {
+    const e = new HpackEncoder();
+    const d = new HpackDecoder();
+    decoded(d, encoded(e, ['x-a', 'a'.repeat(100)]));
+    e.setLimit(0);
+    e.setLimit(4096);
+    const block = encoded(e, ['x-a', 'a'.repeat(100)]);
+    assert.deepEqual([...block.subarray(0, 4)], [0x20, 0x3f, 0xe1, 0x1f], 'size 0, then 4096');
+    // The peer dropped the old entry like we did: the field went as a new literal and now resolves by index.
+    assert.deepEqual(decoded(d, block).pairs, ['x-a', 'a'.repeat(100)]);
+    assert.deepEqual([...encoded(e, ['x-a', 'a'.repeat(100)])], [0x80 | 62]);
+  });
+
+  it('counts every field and stops collecting past the field bound', () => {
+    const e = new HpackEncoder();
+    const d = new HpackDecoder();
+    const fields = Array.from({ length: 5 }, (_, i) => [`x-${i}`, String(i)]).flat();
+    const r = decoded(d, encoded(e, fields), 64 * 1024, 3);
+    assert.equal(r.count, 5);
+    assert.deepEqual(r.pairs, fields.slice(0, 6));
+    assert.deepEqual(decoded(d, encoded(e, fields)).pairs, fields, 'the table stayed in step');
   });
 
   it('stops collecting past the list size bound but keeps the table in step', () => {

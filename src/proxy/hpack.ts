@@ -167,6 +167,8 @@ export interface HeaderBlock {
   readonly listSize: number;
   /** Names the peer sent as never-indexed literals (undefined: none); re-encoding must keep the mark. */
   readonly sensitive: string[] | undefined;
+  /** Fields in the whole list, including what was not collected. */
+  readonly count: number;
 }
 
 /**
@@ -247,12 +249,14 @@ export class HpackDecoder {
   /**
    * Decodes one complete header block: the fields, or the reason it is malformed (a
    * COMPRESSION_ERROR for the connection: the table can no longer be trusted). Fields beyond
-   * `maxListSize` are not collected (see {@link HeaderBlock.listSize}).
+   * `maxListSize` or past the first `maxFields` are not collected (see {@link HeaderBlock.listSize}
+   * and {@link HeaderBlock.count}); the rest of the block is still decoded, so the table stays in step.
    */
-  decode(block: Buffer, maxListSize: number): HeaderBlock | string {
+  decode(block: Buffer, maxListSize: number, maxFields = Number.POSITIVE_INFINITY): HeaderBlock | string {
     const pairs: string[] = [];
     let sensitive: string[] | undefined;
     let listSize = 0;
+    let count = 0;
     let pos = 0;
     let fieldSeen = false;
     const end = block.length;
@@ -317,9 +321,10 @@ export class HpackDecoder {
       }
       fieldSeen = true;
       listSize += name.length + value.length + ENTRY_OVERHEAD;
-      if (listSize <= maxListSize) pairs.push(name, value);
+      count++;
+      if (listSize <= maxListSize && count <= maxFields) pairs.push(name, value);
     }
-    return { pairs, listSize, sensitive };
+    return { pairs, listSize, sensitive, count };
   }
 }
 
@@ -477,7 +482,11 @@ class EncoderTable extends DynamicTable {
 /** Writes one connection's header blocks. */
 export class HpackEncoder {
   readonly #table: EncoderTable;
-  /** A table size change not yet signalled to the peer (sent at the start of the next block). */
+  /**
+   * Table size changes not yet signalled to the peer (sent at the start of the next block): the
+   * smallest since the last block, then the final one (RFC 7541 §4.2), so the peer evicts what we did.
+   */
+  #pendingMin: number | undefined;
   #pendingResize: number | undefined;
 
   constructor(tableSize: number = HPACK_DEFAULT_TABLE_SIZE) {
@@ -493,6 +502,7 @@ export class HpackEncoder {
     const size = Math.min(limit, HPACK_DEFAULT_TABLE_SIZE);
     if (size === this.#table.maxSize) return;
     this.#table.resize(size);
+    this.#pendingMin = Math.min(this.#pendingMin ?? size, size);
     this.#pendingResize = size;
   }
 
@@ -505,13 +515,17 @@ export class HpackEncoder {
   encode(out: ByteWriter, pairs: readonly string[], sensitive?: readonly string[]): void {
     const table = this.#table;
     if (this.#pendingResize !== undefined) {
+      const min = this.#pendingMin as number;
+      if (min < this.#pendingResize) out.int(0x20, 5, min);
       out.int(0x20, 5, this.#pendingResize);
+      this.#pendingMin = undefined;
       this.#pendingResize = undefined;
     }
+    const marked = sensitive === undefined || sensitive.length === 0 ? undefined : new Set(sensitive);
     for (let i = 0; i + 1 < pairs.length; i += 2) {
       const name = pairs[i] as string;
       const value = pairs[i + 1] as string;
-      const never = NEVER_INDEXED_NAMES.has(name) || sensitive?.includes(name) === true;
+      const never = NEVER_INDEXED_NAMES.has(name) || marked?.has(name) === true;
       if (!never) {
         const key = `${name}\0${value}`;
         const s = STATIC_FIELD.get(key);

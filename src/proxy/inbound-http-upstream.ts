@@ -62,15 +62,18 @@ export class AppUpstream {
 
   /**
    * Opens an HTTP/2 stream to the application at `host:port` on the shared connection (a new one
-   * when it went away): set its `events` at once. Undefined only once the upstream is closed.
-   * A connection that then fails to connect closes the stream (`stream.conn.destroyed`).
+   * when it went away): set its `events` at once, then check `closed` (a connection can fail while
+   * sending the headers). Undefined once the upstream is closed, or when too many requests already
+   * wait for the application's concurrency limit. A connection that fails to connect closes the
+   * stream (`stream.conn.destroyed`).
    */
   request2(host: string, port: number, pairs: readonly string[], endStream: boolean, sensitive?: readonly string[]): H2Stream | undefined {
     if (this.#closed) return undefined;
     const key = `${host}|${port}`;
-    const stream = this.#session(key, host, port).request(pairs, endStream, sensitive);
-    if (stream !== undefined) return stream;
-    // It went away between uses (GOAWAY, closing): one retry on a new one.
+    const session = this.#session(key, host, port);
+    const stream = session.request(pairs, endStream, sensitive);
+    if (stream !== undefined || session.usable) return stream;
+    // It went away between uses (GOAWAY, closing, stream ids spent): one retry on a new one.
     this.#sessions.delete(key);
     return this.#session(key, host, port).request(pairs, endStream, sensitive);
   }

@@ -735,6 +735,16 @@ describe('InboundHttp: HTTP/1.1', () => {
     const refused = await raw(portH1, 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n');
     assert.match(refused, /^HTTP\/1\.1 501 /);
   });
+
+  it("a defect in the proxy closes that request's connection, never the process", async () => {
+    policies.set(portH1, detectWeb());
+    const agent = keepAliveAgent();
+    assert.equal((await h1(portH1, '/open/a', { agent })).status, 200);
+    policies.throwOnce = new Error('injected defect');
+    await assert.rejects(h1(portH1, '/open/b', { agent }), /socket hang up|ECONNRESET/);
+    assert.equal((await h1(portH1, '/open/c')).status, 200, 'the proxy goes on');
+    assert.ok(logs().some((l) => l.msg === 'inbound HTTP request failed in the proxy' && l.level === 50));
+  });
 });
 
 describe('InboundHttp: header hygiene', () => {
@@ -833,6 +843,16 @@ describe('InboundHttp: HTTP/1 framing and limits', () => {
 });
 
 describe('InboundHttp: HTTP/2 and gRPC', () => {
+  it('a defect in the proxy fails that one stream (INTERNAL_ERROR), never the session or the process', async () => {
+    policies.set(portH2, http2Web());
+    const session = h2Session(portH2);
+    assert.equal((await h2(session, { ':path': '/open/a' })).headers[':status'], 200);
+    policies.throwOnce = new Error('injected defect');
+    await assert.rejects(h2(session, { ':path': '/open/b' }), /rst 2\)/);
+    assert.equal((await h2(session, { ':path': '/open/c' })).headers[':status'], 200, 'the session goes on');
+    assert.ok(logs().some((l) => l.msg === 'inbound HTTP/2 request failed in the proxy' && l.level === 50));
+  });
+
   it('allows and 403s HTTP/2 prior-knowledge requests on one session', async () => {
     policies.set(portH2, http2Web());
     const s0 = proxy.stats();

@@ -295,8 +295,8 @@ export class InboundHttp {
       requireHostHeader: true,
       noDelay: true,
     });
-    this.#h1.on('request', (req: IncomingMessage, res: ServerResponse) => this.#onRequest(req, res, false));
-    this.#h1.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => this.#onRequest(req, res, true));
+    this.#h1.on('request', (req: IncomingMessage, res: ServerResponse) => this.#guarded1(req, res, false));
+    this.#h1.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => this.#guarded1(req, res, true));
     this.#h1.on('connect', (_req: IncomingMessage, socket: Duplex) => this.#onConnectMethod(socket));
     this.#h1.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => this.#onClientError(err, socket));
     // Header deadlines are enforced by a check node only starts for a listening server; this one
@@ -333,7 +333,16 @@ export class InboundHttp {
     // from the client ends the connection gracefully (open streams finish).
     const conn2: H2Connection = new H2Connection(socket, {
       role: 'server',
-      onStream: (stream, block) => this.#onStream(stream, block, ctx),
+      onStream: (stream, block) => {
+        try {
+          this.#onStream(stream, block, ctx);
+        } catch (err) {
+          // A defect of ours must not take the connection (or the process) down: this stream fails.
+          this.#log.error({ client: ctx.remote, port: ctx.port, err }, 'inbound HTTP/2 request failed in the proxy');
+          stream.events ??= IGNORE_STREAM;
+          stream.reset(H2_INTERNAL_ERROR);
+        }
+      },
       onReady: () => clearTimeout(timer),
       onClose: (code, reason) => {
         clearTimeout(timer);
@@ -463,6 +472,16 @@ export class InboundHttp {
 
   // -------------------------------------------------------------------------------------------
   // HTTP/1
+
+  /** A defect of ours must not take the process down: the request's connection is closed instead. */
+  #guarded1(req: IncomingMessage, res: ServerResponse, expectsContinue: boolean): void {
+    try {
+      this.#onRequest(req, res, expectsContinue);
+    } catch (err) {
+      this.#log.error({ client: req.socket?.remoteAddress, err }, 'inbound HTTP request failed in the proxy');
+      res.destroy();
+    }
+  }
 
   #onRequest(req: IncomingMessage, res: ServerResponse, expectsContinue: boolean): void {
     const ctx = this.#h1Conns.get(req.socket);
@@ -734,11 +753,19 @@ export class InboundHttp {
     grpc: boolean,
     ex: HttpExchange | undefined,
   ): void {
-    const up = this.#upstream.request2(ctx.appHost, ctx.appPort, pairs, down.remoteEnded, sensitive);
-    if (up === undefined) {
+    let up: H2Stream | undefined;
+    let err = 'the proxy is closing, or too many requests wait for the application';
+    try {
+      up = this.#upstream.request2(ctx.appHost, ctx.appPort, pairs, down.remoteEnded, sensitive);
+    } catch (e) {
+      // net.connect refusing the address, say.
+      err = (e as Error).message;
+    }
+    // Closed already: the connection failed while the headers were being sent.
+    if (up === undefined || up.closed) {
       ex?.fail('app unreachable');
       ex?.end();
-      this.#unreachable2(down, ctx, grpc, 'the proxy is closing');
+      this.#unreachable2(down, ctx, grpc, up === undefined ? err : 'connection failed');
       return;
     }
     down.events = {

@@ -31,7 +31,15 @@ export class FakePolicies {
     this.#servers.clear();
   }
 
+  /** The next {@link current} throws this (a defect in the proxy, as far as its caller can tell). */
+  throwOnce: Error | undefined;
+
   current(port: number): CompiledServer | undefined {
+    const err = this.throwOnce;
+    if (err !== undefined) {
+      this.throwOnce = undefined;
+      throw err;
+    }
     return this.#servers.get(port);
   }
 
