@@ -241,6 +241,38 @@ describe('H2Connection as a client, to node:http2 servers', { timeout: 20_000 },
     assert.equal(conn.destroyed, true);
   });
 
+  it('sends no reset for a stream complete both ways (nghttp2 counts them and ends the connection)', async () => {
+    const server = createHttp2Server();
+    server.on('stream', (stream) => {
+      stream.respond({ ':status': 200 }, { waitForTrailers: true });
+      stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+      stream.end('ok');
+    });
+    const port = await listen(server);
+    const conn = new H2Connection(connectTcp({ host: '127.0.0.1', port }), { role: 'client' });
+    closers.push(() => conn.destroy());
+    // A relay resets its other side when one closes; done from the last event, the stream is complete.
+    const one = (): Promise<number | undefined> =>
+      new Promise((resolve) => {
+        const s = conn.request([':method', 'GET', ':scheme', 'http', ':path', '/', ':authority', 't'], true);
+        if (s === undefined) {
+          resolve(-1);
+          return;
+        }
+        s.events = {
+          headers: (st, _b, end) => {
+            if (end) st.reset(H2_CANCEL);
+          },
+          data: (st, chunk) => st.consumed(chunk.length),
+          closed: (_s, code) => resolve(code),
+        };
+      });
+    const codes: (number | undefined)[] = [];
+    for (let batch = 0; batch < 15; batch++) codes.push(...(await Promise.all(Array.from({ length: 100 }, one))));
+    assert.deepEqual(new Set(codes), new Set([undefined]), 'every stream completed');
+    assert.equal(conn.usable, true, 'no GOAWAY from the server');
+  });
+
   it('refuses the streams a GOAWAY leaves out and takes no new ones', async () => {
     const server = createHttp2Server();
     server.on('stream', (stream) => {

@@ -392,6 +392,13 @@ export class H2Connection {
 
   resetStream(s: H2Stream, code: number, byPeer: boolean): void {
     if (s.closed) return;
+    if (s.localEnded && s.remoteEnded) {
+      // Complete both ways (its close is being reported): closed already as far as the peer knows,
+      // and a reset of a closed stream is a frame it may count against us (nghttp2 does: its
+      // rapid-reset bound ends the connection after about a thousand).
+      this.#finish(s, undefined, false);
+      return;
+    }
     if (s.id === 0) {
       // Never sent: just drop it from the queue.
       const i = this.#waiting.indexOf(s);
