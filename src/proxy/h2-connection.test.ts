@@ -4,7 +4,7 @@ import { type ClientHttp2Session, connect as connectHttp2, createServer as creat
 import { type AddressInfo, connect as connectTcp, createServer, type Server, type Socket } from 'node:net';
 import { Duplex } from 'node:stream';
 import { after, describe, it } from 'node:test';
-import { H2_CANCEL, H2Connection, type H2ConnectionOptions, type H2Stream, type H2StreamEvents } from './h2-connection.js';
+import { H2_CANCEL, H2Connection, type H2ConnectionOptions, type H2Stream, type H2StreamEvents, MAX_HELD_BYTES } from './h2-connection.js';
 import { ByteWriter, HpackDecoder, HpackEncoder } from './hpack.js';
 
 const closers: (() => void)[] = [];
@@ -367,11 +367,20 @@ class RawClient {
     return r?.payload.readUInt32BE(0);
   }
 
+  /** Header blocks received, decoded in order (the table is shared by them all), by stream. */
+  readonly #blocks = new Map<number, string[] | string>();
+  #decodedFrames = 0;
+
   responseStatus(id: number): string | undefined {
-    const h = this.frames.find((f) => f.type === 1 && f.id === id);
-    if (h === undefined) return undefined;
-    const r = this.decoder.decode(h.payload, 1 << 20);
-    return typeof r === 'string' ? r : get(r.pairs, ':status');
+    for (; this.#decodedFrames < this.frames.length; this.#decodedFrames++) {
+      const f = this.frames[this.#decodedFrames] as { type: number; id: number; payload: Buffer };
+      if (f.type !== 1) continue;
+      // Every block is decoded (trailers too), the first of each stream kept.
+      const r = this.decoder.decode(f.payload, 1 << 20);
+      if (!this.#blocks.has(f.id)) this.#blocks.set(f.id, typeof r === 'string' ? r : r.pairs);
+    }
+    const b = this.#blocks.get(id);
+    return b === undefined || typeof b === 'string' ? b : get(b, ':status');
   }
 }
 
@@ -450,6 +459,85 @@ describe('H2Connection against malformed and abusive peers', { timeout: 20_000 }
     await c.until(() => c.responseStatus(3) !== undefined, 'the next request answered');
     assert.equal(c.responseStatus(1), '431');
     assert.equal(c.responseStatus(3), '200');
+  });
+
+  it('does not charge a client for header blocks in flight on streams it answered and reset', async () => {
+    const { port } = await ourServer((stream) => {
+      stream.events = { headers: () => {}, data: () => {}, closed: () => {} };
+      stream.respond([':status', '403', 'content-length', '0'], true);
+    });
+    const c = new RawClient(port);
+    c.preface();
+    const n = 1100;
+    c.send(Buffer.concat(Array.from({ length: n }, (_, i) => RawClient.frame(1, 0x4, 1 + 2 * i, c.block(REQ)))));
+    await c.until(() => c.rst(1 + 2 * (n - 1)) !== undefined, 'every request answered and reset');
+    // The client's trailers were on their way: more of them than the whole reset budget.
+    c.send(Buffer.concat(Array.from({ length: n }, (_, i) => RawClient.frame(1, 0x5, 1 + 2 * i, c.block(['x-t', '1'])))));
+    c.headers(1 + 2 * n, REQ, 0x4);
+    await c.until(() => c.responseStatus(1 + 2 * n) !== undefined, 'the next request answered');
+    assert.equal(c.responseStatus(1 + 2 * n), '403');
+    assert.equal(c.goaway(), undefined);
+  });
+
+  it('holds back the connection window once its streams hold too much unconsumed, and credits it as they are consumed', async () => {
+    const held: H2Stream[] = [];
+    const { port } = await ourServer((stream) => {
+      held.push(stream);
+      stream.events = { headers: () => {}, data: () => {}, closed: () => {} };
+    });
+    const c = new RawClient(port);
+    c.preface();
+    const credit = (): number => c.frames.filter((f) => f.type === 8 && f.id === 0).reduce((a, f) => a + f.payload.readUInt32BE(0), 0);
+    let sent = 0;
+    let streams = 0;
+    /** Opens a stream and sends its whole window (65,535 bytes) once the connection window allows. */
+    const fill = async (): Promise<boolean> => {
+      const deadline = Date.now() + 300;
+      while (sent + 65_535 > 65_535 + credit()) {
+        if (Date.now() > deadline) return false;
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      const id = 1 + 2 * streams++;
+      c.headers(id, REQ, 0x4);
+      for (const size of [16_384, 16_384, 16_384, 16_383]) c.send(RawClient.frame(0, 0, id, Buffer.alloc(size, 'd')));
+      sent += 65_535;
+      return true;
+    };
+    while (streams < 120 && (await fill()));
+    assert.ok(streams < 120, 'the window stopped');
+    assert.ok(sent >= MAX_HELD_BYTES, `credited on receipt up to the bound (${sent} sent)`);
+    assert.ok(sent <= MAX_HELD_BYTES + 1024 * 1024 + 65_535, `then no further than one window (${sent} sent)`);
+    assert.equal(c.goaway(), undefined);
+    for (const s of held) s.consumed(65_535);
+    assert.ok(await fill(), 'consumed: the window opens again');
+  });
+
+  it('fails the connection, not the process, when a consumer throws; the peer learns no more than that', async () => {
+    let closed: [number, string | undefined] | undefined;
+    const { port } = await ourServer(
+      (stream) => {
+        stream.events = {
+          headers: () => {},
+          data: () => {
+            throw new Error('a defect with /secret/paths in its message');
+          },
+          closed: () => {},
+        };
+      },
+      {
+        onClose: (code, reason) => {
+          closed = [code, reason];
+        },
+      },
+    );
+    const c = new RawClient(port);
+    c.preface();
+    c.headers(1, REQ, 0x4);
+    c.send(RawClient.frame(0, 0x1, 1, Buffer.from('x')));
+    await c.until(() => c.ended, 'connection closed');
+    assert.deepEqual(c.goaway(), { code: 2, reason: 'internal error' });
+    assert.equal(closed?.[0], 2);
+    assert.match(closed?.[1] ?? '', /^internal error: Error: a defect/);
   });
 
   it('cuts off a SETTINGS flood with ENHANCE_YOUR_CALM', async () => {

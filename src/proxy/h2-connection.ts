@@ -13,7 +13,7 @@
  *   its consumer says it is {@link H2Stream.consumed} — for a relay, once it was written to the
  *   other side — so a slow reader slows its writer, and what a stream holds is bounded by its
  *   window. The connection's window is credited on receipt, so one slow stream never stalls the
- *   others. Credit goes out in halves of the window, not per frame. DATA is sent within the peer's
+ *   others, as long as the connection holds less than {@link MAX_HELD_BYTES}. Credit goes out in halves of the window, not per frame. DATA is sent within the peer's
  *   windows and frame size, and not at all while the socket is backed up. A small slice of a
  *   large read is copied before it waits in a queue, so a queued byte cannot hold a whole read.
  * - Every header block is decoded in order (HPACK state stays in step) and checked (h2-message):
@@ -26,8 +26,7 @@
  *   block not continued by CONTINUATION frames or larger than twice the header list bound.
  * - Abuse: resets sent by the peer or caused by its errors draw on a budget of
  *   {@link RESET_BURST}, refilled at {@link RESET_REFILL_PER_S}/s (the "rapid reset" attack, as
- *   nghttp2 bounds it); so do empty DATA frames, header blocks of streams already closed and
- *   SETTINGS frames after the first. A peer
+ *   nghttp2 bounds it); so do empty DATA frames and SETTINGS frames after the first. A peer
  *   that lets our replies (PING and SETTINGS acknowledgements, headers) pile up past
  *   {@link MAX_BACKLOG_BYTES} because it does not read is cut off. Each of these ends the
  *   connection with ENHANCE_YOUR_CALM.
@@ -88,6 +87,12 @@ export const RESET_BURST = 1000;
 export const RESET_REFILL_PER_S = 33;
 /** Bytes of our own frames a peer may leave unread before it is cut off (data excluded: it waits for the socket). */
 export const MAX_BACKLOG_BYTES = 4 * 1024 * 1024;
+/**
+ * Received bytes a connection may hold unconsumed (over all its streams) before its window is no
+ * longer credited on receipt but only as they are consumed: memory per connection stays bounded
+ * (this plus one window) while up to 64 stalled streams still cannot stall the others.
+ */
+export const MAX_HELD_BYTES = 4 * 1024 * 1024;
 /** Payloads smaller than this are copied into the outgoing batch rather than written on their own. */
 const COPY_BELOW = 1024;
 /** Fields a received header list may have (node:http2's bound was 128 too); more is answered 431. */
@@ -233,6 +238,10 @@ export class H2Connection {
   #connRecvWindow: number;
   readonly #connWindowSize: number;
   #connRecvCredit = 0;
+  /** Received bytes handed over and not yet consumed, over all streams (see {@link MAX_HELD_BYTES}). */
+  #held = 0;
+  /** Connection credit held back while {@link #held} is over the bound. */
+  #deferredCredit = 0;
   #connSendWindow = DEFAULT_WINDOW;
   #peerInitialWindow = DEFAULT_WINDOW;
   #peerMaxFrame = MAX_FRAME;
@@ -251,6 +260,8 @@ export class H2Connection {
   #budgetAt = Date.now();
   #goawaySent = false;
   #goawayReceived = false;
+  /** Client: stream ids are spent; the connection ends once its streams are done. */
+  #idsSpent = false;
   #dead = false;
 
   constructor(socket: Duplex, opts: H2ConnectionOptions) {
@@ -284,7 +295,17 @@ export class H2Connection {
       }, opts.settingsTimeoutMs ?? SETTINGS_TIMEOUT_MS);
       this.#settingsTimer.unref();
     }
-    socket.on('data', (d: Buffer) => this.#onData(d));
+    socket.on('data', (d: Buffer) => {
+      try {
+        this.#onData(d);
+      } catch (err) {
+        // A defect (ours, or a consumer's callback): this connection fails, not the process. The
+        // peer learns only that; the consumer gets the error.
+        if (this.#dead) return;
+        this.#goaway(H2_INTERNAL_ERROR, 'internal error');
+        this.#teardown(H2_INTERNAL_ERROR, `internal error: ${(err as Error).stack ?? String(err)}`);
+      }
+    });
     socket.on('drain', () => this.#onDrain());
     socket.on('end', () => this.#onEnd());
     socket.on('error', () => this.#lost());
@@ -300,7 +321,7 @@ export class H2Connection {
 
   /** False once the connection takes no new streams (closing, GOAWAY either way, gone). */
   get usable(): boolean {
-    return !this.#dead && !this.#goawaySent && !this.#goawayReceived;
+    return !this.#dead && !this.#goawaySent && !this.#goawayReceived && !this.#idsSpent;
   }
 
   get destroyed(): boolean {
@@ -318,8 +339,10 @@ export class H2Connection {
   request(pairs: readonly string[], endStream: boolean, sensitive?: readonly string[]): H2Stream | undefined {
     if (this.#server || !this.usable || this.#waiting.length >= MAX_WAITING_STREAMS) return undefined;
     if (this.#nextId + 2 * this.#waiting.length > MAX_STREAM_ID) {
-      // Stream ids are spent: this connection ends once its streams are done.
-      this.close();
+      // Stream ids are spent: the streams that have one finish, then the connection ends.
+      this.#idsSpent = true;
+      this.#opts.onGoaway?.();
+      this.#maybeEnd();
       return undefined;
     }
     const s = new H2Stream(this);
@@ -364,7 +387,7 @@ export class H2Connection {
   write(s: H2Stream, chunk: Buffer): void {
     if (s.closed || s.localEnded || s.endPending !== undefined || chunk.length === 0) return;
     // A small slice of a large read must not keep the whole read alive while it waits.
-    if (chunk.length * 8 < chunk.buffer.byteLength) chunk = Buffer.from(chunk);
+    if (chunk.length * 2 < chunk.buffer.byteLength) chunk = Buffer.from(chunk);
     s.queue.push(chunk);
     s.queued += chunk.length;
     if (s.id !== 0 && (s.headersDone || !this.#server)) this.#flushStream(s);
@@ -380,6 +403,7 @@ export class H2Connection {
     if (n <= 0) return;
     n = Math.min(n, s.held);
     s.held -= n;
+    this.#release(n);
     if (s.closed || s.remoteEnded) return;
     s.recvCredit += n;
     if (s.recvCredit >= DEFAULT_WINDOW / 2) {
@@ -570,9 +594,9 @@ export class H2Connection {
     }
     this.#connRecvWindow -= total;
     // The connection's window is credited on receipt: stream windows do the backpressure, so one
-    // stream whose reader is slow cannot stall the others (what a connection holds is bounded by
-    // its streams' windows).
-    this.#creditConnection(total);
+    // stream whose reader is slow cannot stall the others. Unless the connection holds too much.
+    if (this.#held < MAX_HELD_BYTES) this.#creditConnection(total);
+    else this.#deferredCredit += total;
     let data = payload;
     if (flags & FLAG_PADDED) {
       const pad = total > 0 ? (payload[0] as number) : 0;
@@ -597,6 +621,7 @@ export class H2Connection {
     // Padding counts against the stream's window but is never consumed by anyone: credit it now.
     if (data.length < total) {
       s.held += total - data.length;
+      this.#held += total - data.length;
       this.consumed(s, total - data.length);
     }
     const endStream = (flags & FLAG_END_STREAM) !== 0;
@@ -608,6 +633,7 @@ export class H2Connection {
       return;
     }
     s.held += data.length;
+    this.#held += data.length;
     if (endStream) s.remoteEnded = true;
     s.events?.data(s, data, endStream);
     if (endStream) this.#maybeClosed(s);
@@ -668,14 +694,11 @@ export class H2Connection {
       if (!this.#server || !peerOpened) {
         // A stream already closed is ignored (its block was decoded: the table stays in step).
         if (this.#idle(id)) this.#fail(H2_PROTOCOL_ERROR, `HEADERS on idle stream ${id}`);
-        else this.#spend(1);
         return;
       }
-      // A stream already closed (reset by us, say): its trailers are ignored.
-      if (id <= this.#lastPeerId) {
-        this.#spend(1);
-        return;
-      }
+      // A stream already closed (reset by us, say): its trailers are ignored, and not charged
+      // (RFC 9113 §5.1: frames in flight when we reset are to be expected).
+      if (id <= this.#lastPeerId) return;
       this.#lastPeerId = id;
       this.#onRequest(id, decoded, endStream);
       return;
@@ -1018,7 +1041,14 @@ export class H2Connection {
     w.ensure(9);
     const headAt = w.pos;
     w.pos += 9;
-    this.#encoder.encode(w, pairs, sensitive);
+    try {
+      this.#encoder.encode(w, pairs, sensitive);
+    } catch (err) {
+      // Nothing of the block goes out, and the table may have changed: the connection cannot go on.
+      w.pos = headAt;
+      this.#fail(H2_INTERNAL_ERROR, `header block not encoded: ${(err as Error).message}`);
+      return;
+    }
     const len = w.pos - headAt - 9;
     const flags = endStream ? FLAG_END_STREAM : 0;
     if (len <= this.#peerMaxFrame) {
@@ -1125,6 +1155,16 @@ export class H2Connection {
   // -------------------------------------------------------------------------------------------
   // Stream and connection ends
 
+  /** `n` held bytes were consumed or dropped: credit held back goes out once under the bound. */
+  #release(n: number): void {
+    this.#held -= n;
+    if (this.#deferredCredit > 0 && this.#held < MAX_HELD_BYTES) {
+      const credit = this.#deferredCredit;
+      this.#deferredCredit = 0;
+      this.#creditConnection(credit);
+    }
+  }
+
   /** Credits `n` connection-level bytes back to the peer (in halves of the window). */
   #creditConnection(n: number): void {
     this.#connRecvCredit += n;
@@ -1163,6 +1203,8 @@ export class H2Connection {
     s.queue = [];
     s.queued = 0;
     s.endPending = undefined;
+    // What its consumer will never consume is no longer held.
+    this.#release(s.held);
     s.held = 0;
     s.events?.closed(s, code, byPeer);
     if (this.#dead) return;
@@ -1172,7 +1214,7 @@ export class H2Connection {
 
   /** After GOAWAY either way: the socket ends once no stream is left. */
   #maybeEnd(): void {
-    if (this.#dead || (!this.#goawaySent && !this.#goawayReceived) || this.#streams.size > 0 || this.#waiting.length > 0) return;
+    if (this.#dead || (!this.#goawaySent && !this.#goawayReceived && !this.#idsSpent) || this.#streams.size > 0 || this.#waiting.length > 0) return;
     this.#teardown(H2_NO_ERROR, undefined);
   }
 
@@ -1205,13 +1247,15 @@ export class H2Connection {
     for (const s of this.#waiting.splice(0)) this.#finish(s, H2_REFUSED_STREAM, true);
     for (const s of [...this.#streams.values()]) this.#finish(s, streamCode, true);
     this.#blocked.clear();
-    if (!this.#goawaySent && !this.#goawayReceived) this.#opts.onGoaway?.();
+    if (!this.#goawaySent && !this.#goawayReceived && !this.#idsSpent) this.#opts.onGoaway?.();
     this.#goawaySent = true;
     this.#flush();
     const socket = this.#socket;
     if (!socket.destroyed) {
       socket.end();
-      lingerThenDestroy(socket);
+      // A graceful end lets a slow reader have what was buffered for it; an error does not wait.
+      if (code === H2_NO_ERROR) lingerThenDestroy(socket);
+      else setTimeout(() => socket.destroy(), LINGER_STEP_MS).unref();
     }
     this.#opts.onClose?.(code, reason);
   }

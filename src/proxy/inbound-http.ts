@@ -347,7 +347,8 @@ export class InboundHttp {
       onClose: (code, reason) => {
         clearTimeout(timer);
         this.#h2Conns.delete(conn2);
-        if (reason !== undefined && this.#log.isLevelEnabled('debug'))
+        if (code === H2_INTERNAL_ERROR) this.#log.error({ client: ctx.remote, port: ctx.port, reason }, 'inbound HTTP/2 connection failed in the proxy');
+        else if (reason !== undefined && this.#log.isLevelEnabled('debug'))
           this.#log.debug({ client: ctx.remote, port: ctx.port, code, reason }, 'inbound HTTP/2 connection failed');
       },
     });
@@ -693,6 +694,29 @@ export class InboundHttp {
       return;
     }
     const ex = this.#exchange(ctx, d, info);
+    try {
+      this.#permitted2(stream, ctx, d, info, ex, block, headers, l5d, grpc);
+    } catch (err) {
+      // Reported as failed here; the caller resets the stream.
+      ex?.fail('proxy error');
+      ex?.end();
+      throw err;
+    }
+  }
+
+  /** A permitted request: route filters, then on to the application. */
+  #permitted2(
+    stream: H2Stream,
+    ctx: HttpConn,
+    d: Permit,
+    info: RequestInfo,
+    ex: HttpExchange | undefined,
+    block: HeaderBlock,
+    headers: Record<string, string | string[]>,
+    l5d: boolean,
+    grpc: boolean,
+  ): void {
+    const pairs = block.pairs;
     let upstream: readonly string[] = pairs;
     const filtered = this.#filters(ctx, d, info, ex);
     if (filtered !== undefined) {
