@@ -210,6 +210,9 @@ async function startApp1(): Promise<HttpServer> {
   return server;
 }
 
+/** Times app2 saw each `/open/refuse…` and `/open/goaway…` path. */
+const refusals = new Map<string, number>();
+
 async function startApp2(): Promise<Http2Server> {
   const server = createHttp2Server();
   server.on('stream', (stream, headers: Http2Headers) => {
@@ -231,6 +234,27 @@ async function startApp2(): Promise<Http2Server> {
     if (headers[':path'] === '/open/hang') {
       stream.respond({ ':status': 200 });
       stream.write('first chunk');
+      return;
+    }
+    const path = String(headers[':path']);
+    if (path.startsWith('/open/refuse') || path.startsWith('/open/goaway')) {
+      const n = (refusals.get(path) ?? 0) + 1;
+      refusals.set(path, n);
+      if (path.endsWith('-always') || n === 1) {
+        // Not processed: refused (RST_STREAM), or a GOAWAY that leaves this stream out.
+        // (nghttp2 reads a last stream id of 0 as "the last one processed": the one before it, then.)
+        if (path.startsWith('/open/goaway')) stream.session?.goaway(h2constants.NGHTTP2_NO_ERROR, Math.max(1, (stream.id ?? 3) - 2));
+        else stream.close(h2constants.NGHTTP2_REFUSED_STREAM);
+        return;
+      }
+      let body = '';
+      stream.on('data', (c: Buffer) => {
+        body += c.toString();
+      });
+      stream.on('end', () => {
+        stream.respond({ ':status': 200 });
+        stream.end(`got ${body}`);
+      });
       return;
     }
     const grpc = String(headers['content-type']).startsWith('application/grpc');
@@ -941,6 +965,28 @@ describe('InboundHttp: HTTP/2 and gRPC', () => {
     policies.set(portDown, http2Web());
     const h = await h2(session, { ':path': '/open' });
     assert.equal(h.headers[':status'], 502);
+  });
+
+  it('sends a request the application refused unprocessed once more (REFUSED_STREAM, GOAWAY), body and all, and only once', async () => {
+    policies.set(portH2, http2Web());
+    refusals.clear();
+    const session = h2Session(portH2);
+    const refused = await h2(session, { ':method': 'POST', ':path': '/open/refuse-once' }, 'the body');
+    assert.deepEqual([refused.headers[':status'], refused.body.toString()], [200, 'got the body']);
+    const left = await h2(session, { ':method': 'POST', ':path': '/open/goaway-once' }, 'more');
+    assert.deepEqual([left.headers[':status'], left.body.toString()], [200, 'got more']);
+    const never = await h2(session, { ':path': '/open/refuse-always' });
+    assert.equal(never.headers[':status'], 502);
+    assert.deepEqual(
+      [...refusals],
+      [
+        ['/open/refuse-once', 2],
+        ['/open/goaway-once', 2],
+        ['/open/refuse-always', 2],
+      ],
+    );
+    // Only what the application answered reached the client: one request each.
+    assert.equal((await h2(session, { ':path': '/open/after' })).headers[':status'], 200);
   });
 
   it('cancels the application stream when the client resets its stream', async () => {

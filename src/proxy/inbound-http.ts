@@ -7,7 +7,8 @@
  * `emit('connection', socket)` and its facts (port, client address and TLS state) are kept in a
  * WeakMap keyed by the socket. HTTP/2: each connection gets an {@link H2Connection} of its own
  * (h2-connection; node:http2 costs more CPU per relayed stream than all of ward's own work), whose
- * streams are relayed to the application's on another (inbound-http-upstream).
+ * streams are relayed (inbound-h2-relay) to the application's on another (inbound-http-upstream);
+ * a request the application refused unprocessed (REFUSED_STREAM, its GOAWAY) is sent once more.
  *
  * Per request: the port's current policy → `authorizeRequest` (a port that is no longer HTTP —
  * now opaque or TLS — has no routes: 404; no policy at all → 500, fail closed). Denials are
@@ -70,14 +71,15 @@ import {
   type TlsState,
 } from '../core/index.js';
 import { type Logger, silentLogger } from '../shared/index.js';
-import { H2_CANCEL, H2_INTERNAL_ERROR, H2_NO_ERROR, H2Connection, type H2Stream, type H2StreamEvents } from './h2-connection.js';
+import { H2_INTERNAL_ERROR, H2Connection, type H2Stream, type H2StreamEvents } from './h2-connection.js';
 import type { HeaderBlock } from './hpack.js';
 import { headerValue, relayHttp1 } from './http-relay.js';
+import { H2Relay, type H2RelayHost, withoutL5d } from './inbound-h2-relay.js';
 import { filterHttp1Request, grpcMessage, isChunkedLast, isL5dHeader, L5D_CLIENT_ID, L5D_PROXY_ERROR, safeHeaderValue } from './inbound-http-headers.js';
 import { AppUpstream } from './inbound-http-upstream.js';
 import type { InboundHttpConnection } from './inbound-proxy.js';
 import { type InboundHttpErrorReason, type InboundMetricsHooks, InboundStatsCounter } from './inbound-stats.js';
-import { grpcStatusValue, HttpExchange, h2Error } from './metrics-http.js';
+import { grpcStatusValue, HttpExchange } from './metrics-http.js';
 import { editHttp1Headers, editHttp2Headers, type FilterOutcome, runRouteFilters } from './route-filters.js';
 
 /** Tunables of the HTTP stack (every one optional). */
@@ -141,13 +143,6 @@ const IGNORE_STREAM: H2StreamEvents = {
   closed: noop,
 };
 
-/** `pairs` without the client's `l5d-*` headers. */
-function withoutL5d(pairs: readonly string[]): string[] {
-  const out: string[] = [];
-  for (let i = 0; i + 1 < pairs.length; i += 2) if (!isL5dHeader(pairs[i] as string)) out.push(pairs[i] as string, pairs[i + 1] as string);
-  return out;
-}
-
 /** A header object (pseudo-headers first, as HTTP/2 wants them) as flat pairs; arrays become repeated fields. */
 function headerPairs(headers: Readonly<Record<string, string | string[] | number | undefined>>): string[] {
   const pseudo: string[] = [];
@@ -175,6 +170,9 @@ interface HttpConn {
   inFlight: number;
   /** A parse error was answered: the connection is being closed. */
   failed: boolean;
+  /** HTTP/2: what relays of this connection's requests need of the stack (gRPC and not), made on first use. */
+  relayHost?: H2RelayHost;
+  grpcRelayHost?: H2RelayHost;
 }
 
 /** An HTTP/1 request target split into the origin-form path and an absolute-form authority. */
@@ -738,7 +736,8 @@ export class InboundHttp {
       upstream = withoutL5d(pairs);
     }
     if (ctx.meshedId !== undefined) upstream = [...upstream, L5D_CLIENT_ID, ctx.meshedId];
-    this.#forward2(stream, ctx, upstream, block.sensitive, grpc, ex);
+    // Relayed to the application, and its response back (inbound-h2-relay).
+    new H2Relay(this.#relayHost(ctx, grpc), stream, upstream, block.sensitive, ex).start();
   }
 
   /**
@@ -764,77 +763,41 @@ export class InboundHttp {
     stream.respond(h, true);
   }
 
-  /**
-   * Relays a permitted request to the application and its response back: headers, data (each
-   * chunk credited back to its sender once written to the other side) and trailers; a reset on
-   * either side resets the other.
-   */
-  #forward2(
-    down: H2Stream,
-    ctx: HttpConn,
-    pairs: readonly string[],
-    sensitive: readonly string[] | undefined,
-    grpc: boolean,
-    ex: HttpExchange | undefined,
-  ): void {
+  /** The relay's view of this stack for a connection (one per connection and kind, made once). */
+  #relayHost(ctx: HttpConn, grpc: boolean): H2RelayHost {
+    const cached = grpc ? ctx.grpcRelayHost : ctx.relayHost;
+    if (cached !== undefined) return cached;
+    const host: H2RelayHost = {
+      open: (relay, endStream) => this.#open2(relay, ctx, grpc, endStream),
+      unreachable: (relay, err) => this.#unreachable2(relay.down, ctx, grpc, err),
+      aborted: () => this.#error(ctx, 'app response aborted'),
+      retried: () => {
+        if (this.#log.isLevelEnabled('debug'))
+          this.#log.debug({ port: ctx.port, appPort: ctx.appPort }, 'inbound HTTP/2 request refused by the application, sent again');
+      },
+    };
+    if (grpc) ctx.grpcRelayHost = host;
+    else ctx.relayHost = host;
+    return host;
+  }
+
+  /** A stream to the application for `relay`'s request; undefined when it failed (answered 502 / UNAVAILABLE then). */
+  #open2(relay: H2Relay, ctx: HttpConn, grpc: boolean, endStream: boolean): H2Stream | undefined {
+    const { down, ex } = relay;
     let up: H2Stream | undefined;
     let err = 'the proxy is closing, or too many requests wait for the application';
     try {
-      up = this.#upstream.request2(ctx.appHost, ctx.appPort, pairs, down.remoteEnded, sensitive);
+      up = this.#upstream.request2(ctx.appHost, ctx.appPort, relay.pairs, endStream, relay.sensitive);
     } catch (e) {
       // net.connect refusing the address, say.
       err = (e as Error).message;
     }
+    if (up !== undefined && !up.closed) return up;
     // Closed already: the connection failed while the headers were being sent.
-    if (up === undefined || up.closed) {
-      ex?.fail('app unreachable');
-      ex?.end();
-      this.#unreachable2(down, ctx, grpc, up === undefined ? err : 'connection failed');
-      return;
-    }
-    down.events = {
-      // The client's trailers, without l5d-* like its headers.
-      headers: (_s, block) => up.end(withoutL5d(block.pairs), block.sensitive),
-      data: (_s, chunk, end) => {
-        up.write(chunk);
-        if (end) up.end();
-      },
-      sent: (_s, n) => up.consumed(n),
-      closed: (_s, code) => {
-        if (!up.closed) up.reset(H2_CANCEL);
-        if (code !== undefined && code !== H2_NO_ERROR) ex?.fail(h2Error(code));
-        ex?.end();
-      },
-    };
-    up.events = {
-      headers: (_s, block, end) => {
-        if (!down.headersDone) {
-          down.respond(block.pairs, end, block.sensitive);
-          ex?.head(Number(headerValue(block.pairs, ':status')), grpcStatusValue(headerValue(block.pairs, 'grpc-status')));
-        } else {
-          ex?.trailers(grpcStatusValue(headerValue(block.pairs, 'grpc-status')));
-          down.end(block.pairs, block.sensitive);
-        }
-      },
-      data: (_s, chunk, end) => {
-        down.write(chunk);
-        if (end) down.end();
-      },
-      sent: (_s, n) => down.consumed(n),
-      closed: (_s, code) => {
-        // A reset with NO_ERROR after the whole response (RFC 9113 §8.1) only stops the request body.
-        if (code === undefined || down.closed || down.localEnded || (code === H2_NO_ERROR && up.remoteEnded)) return;
-        if (!down.headersDone) {
-          // Failed before responding: the connection (never made, or lost) or a reset by the application.
-          const lost = up.conn.destroyed;
-          ex?.fail(lost ? 'app unreachable' : h2Error(code));
-          this.#unreachable2(down, ctx, grpc, lost ? 'connection failed' : `stream reset by the application (code ${code})`);
-        } else {
-          this.#error(ctx, 'app response aborted');
-          down.reset(code !== H2_NO_ERROR ? code : H2_INTERNAL_ERROR);
-        }
-      },
-    };
+    ex?.fail('app unreachable');
+    ex?.end();
+    this.#unreachable2(down, ctx, grpc, up === undefined ? err : 'connection failed');
+    return undefined;
   }
 
   #unreachable2(stream: H2Stream, ctx: HttpConn, grpc: boolean, err: string): void {
