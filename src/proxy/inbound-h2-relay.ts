@@ -9,9 +9,11 @@
  * - A reset on either side resets the other; a NO_ERROR reset by the application after its whole
  *   response (RFC 9113 §8.1) only stops the request body.
  * - Until the response starts, the request relayed so far is kept (up to {@link REPLAY_BYTES},
- *   the client's credit for it held back meanwhile, so flow control still bounds it): a stream the
- *   application refused unprocessed (REFUSED_STREAM, RFC 9113 §8.7: its GOAWAY, its stream limit,
- *   a connection that failed before sending it) goes once more, on a new connection if need be.
+ *   the client's credit for it held back meanwhile, so flow control still bounds it — and it
+ *   counts toward the connection's MAX_HELD_BYTES): a stream the application refused unprocessed
+ *   (REFUSED_STREAM, RFC 9113 §8.7: its RST_STREAM, its GOAWAY leaving the stream out) goes once
+ *   more, on a new connection if need be. A connection that failed to connect or to send its
+ *   SETTINGS is not tried again: that would only double the wait for the same 502.
  */
 import { H2_CANCEL, H2_INTERNAL_ERROR, H2_NO_ERROR, H2_REFUSED_STREAM, type H2Stream, type H2StreamEvents } from './h2-connection.js';
 import type { HeaderBlock } from './hpack.js';
@@ -21,6 +23,8 @@ import { grpcStatusValue, type HttpExchange, h2Error } from './metrics-http.js';
 
 /** Request bytes kept for sending again when the application refuses a stream unprocessed. */
 export const REPLAY_BYTES = 16 * 1024;
+/** And at most this many chunks of them. */
+const REPLAY_CHUNKS = 64;
 
 /** What a relay needs of the inbound HTTP stack. */
 export interface H2RelayHost {
@@ -80,8 +84,9 @@ export class H2Relay implements H2StreamEvents {
     const ex = this.ex;
     if (!down.headersDone) {
       this.#release();
-      down.respond(block.pairs, end, block.sensitive);
+      // Recorded first: a head that ends the response (trailers-only gRPC, 204) closes the stream, which ends the exchange.
       ex?.head(Number(headerValue(block.pairs, ':status')), grpcStatusValue(headerValue(block.pairs, 'grpc-status')));
+      down.respond(block.pairs, end, block.sensitive);
     } else {
       ex?.trailers(grpcStatusValue(headerValue(block.pairs, 'grpc-status')));
       down.end(block.pairs, block.sensitive);
@@ -92,8 +97,9 @@ export class H2Relay implements H2StreamEvents {
     if (s === this.down) {
       const kept = this.#kept;
       if (kept !== undefined) {
-        if (this.#keptBytes + chunk.length <= REPLAY_BYTES) {
-          kept.push(chunk);
+        if (this.#keptBytes + chunk.length <= REPLAY_BYTES && kept.length < REPLAY_CHUNKS) {
+          // A small slice of a large read is copied, so what is kept is what it weighs.
+          kept.push(chunk.length * 2 < chunk.buffer.byteLength ? Buffer.from(chunk) : chunk);
           this.#keptBytes += chunk.length;
         } else this.#release();
       }
@@ -112,7 +118,7 @@ export class H2Relay implements H2StreamEvents {
     else this.#withheld += n;
   }
 
-  closed(s: H2Stream, code: number | undefined): void {
+  closed(s: H2Stream, code: number | undefined, byPeer: boolean): void {
     const down = this.down;
     const up = this.#up as H2Stream;
     const ex = this.ex;
@@ -124,7 +130,9 @@ export class H2Relay implements H2StreamEvents {
     }
     // A reset with NO_ERROR after the whole response (RFC 9113 §8.1) only stops the request body.
     if (code === undefined || down.closed || down.localEnded || (code === H2_NO_ERROR && up.remoteEnded)) return;
-    if (!down.headersDone && code === H2_REFUSED_STREAM && this.#kept !== undefined) {
+    // Refused by the application itself (its RST_STREAM, its GOAWAY), on a connection still there:
+    // not when a connection failed (to connect, or to send SETTINGS), which a second try would only repeat.
+    if (!down.headersDone && code === H2_REFUSED_STREAM && byPeer && !up.conn.destroyed && this.#kept !== undefined) {
       this.#again(this.#kept);
       return;
     }

@@ -8,7 +8,7 @@
  * WeakMap keyed by the socket. HTTP/2: each connection gets an {@link H2Connection} of its own
  * (h2-connection; node:http2 costs more CPU per relayed stream than all of ward's own work), whose
  * streams are relayed (inbound-h2-relay) to the application's on another (inbound-http-upstream);
- * a request the application refused unprocessed (REFUSED_STREAM, its GOAWAY) is sent once more.
+ * a request the application refused unprocessed (its REFUSED_STREAM, its GOAWAY) is sent once more.
  *
  * Per request: the port's current policy → `authorizeRequest` (a port that is no longer HTTP —
  * now opaque or TLS — has no routes: 404; no policy at all → 500, fail closed). Denials are

@@ -117,6 +117,11 @@ function startApp2(): Http2Server {
     seen.push({ path: String(headers[':path']), headers: {} });
     stream.resume();
     stream.on('end', () => {
+      if (headers[':path'] === '/test.Echo/Unavailable') {
+        // A trailers-only answer: the status is in the only header block, which ends the stream.
+        stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '14' }, { endStream: true });
+        return;
+      }
       stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
       stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': headers[':path'] === '/test.Echo/Fail' ? '13' : '0' }));
       stream.end();
@@ -153,6 +158,8 @@ function grpcCall(port: number, method: string): Promise<{ status: string; grpcS
     let grpcStatus = '';
     stream.on('response', (h: Http2Headers) => {
       status = String(h[':status']);
+      // Trailers-only: the status comes with the headers.
+      if (h['grpc-status'] !== undefined) grpcStatus = String(h['grpc-status']);
     });
     stream.on('trailers', (t: Http2Headers) => {
       grpcStatus = String(t['grpc-status']);
@@ -306,12 +313,13 @@ describe('request and response metrics through a live proxy', () => {
     assert.equal((await get(webPort, '/fail')).status, 500);
     assert.equal((await get(webPort, '/secret/x')).status, 403);
     assert.deepEqual(await grpcCall(grpcPort, 'Fail'), { status: '200', grpcStatus: '13' });
+    assert.deepEqual(await grpcCall(grpcPort, 'Unavailable'), { status: '200', grpcStatus: '14' });
 
     const web = webLabels('web');
     assert.deepEqual(await scrape('request_total').then((l) => l.filter((x) => x.includes('route_name="web"') || x.includes('route_name="secret"'))), [
       `request_total{${web}} 2`,
     ]);
-    const responses = await eventually('response_total', (l) => l.filter((x) => x.includes('route_name="echo"')).length === 1);
+    const responses = await eventually('response_total', (l) => l.filter((x) => x.includes('route_name="echo"')).length === 2);
     const grpc = `direction="inbound",${target(grpcPort)},${PLAIN},${srv('echo-grpc', grpcPort)},route_group="gateway.networking.k8s.io",route_kind="GRPCRoute",route_name="echo",${ANYONE}`;
     assert.deepEqual(
       responses.filter((x) => /route_name="(web|secret|echo)"/.test(x)),
@@ -319,6 +327,7 @@ describe('request and response metrics through a live proxy', () => {
         `response_total{${web},status_code="200",classification="success"} 1`,
         `response_total{${web},status_code="500",classification="failure"} 1`,
         `response_total{${grpc},status_code="200",classification="failure",grpc_status_code="13"} 1`,
+        `response_total{${grpc},status_code="200",classification="failure",grpc_status_code="14"} 1`,
       ],
     );
     assert.deepEqual(await scrape('inbound_http_authz_deny_total'), [
@@ -326,7 +335,7 @@ describe('request and response metrics through a live proxy', () => {
     ]);
     const latency = await scrape('response_latency_ms_count');
     assert.ok(latency.includes(`response_latency_ms_count{${web},status_code="200"} 1`), latency.join('\n'));
-    assert.ok(latency.includes(`response_latency_ms_count{${grpc},status_code="200"} 1`), latency.join('\n'));
+    assert.ok(latency.includes(`response_latency_ms_count{${grpc},status_code="200"} 2`), latency.join('\n'));
     assert.ok(!latency.some((l) => l.includes('route_name="secret"')));
   });
 });
