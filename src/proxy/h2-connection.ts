@@ -13,9 +13,10 @@
  *   its consumer says it is {@link H2Stream.consumed} — for a relay, once it was written to the
  *   other side — so a slow reader slows its writer, and what a stream holds is bounded by its
  *   window. The connection's window is credited on receipt, so one slow stream never stalls the
- *   others, as long as the connection holds less than {@link MAX_HELD_BYTES}. Credit goes out in halves of the window, not per frame. DATA is sent within the peer's
- *   windows and frame size, and not at all while the socket is backed up. A small slice of a
- *   large read is copied before it waits in a queue, so a queued byte cannot hold a whole read.
+ *   others, as long as the connection holds less than {@link MAX_HELD_BYTES}. Credit goes out in
+ *   halves of the window, not per frame. DATA is sent within the peer's windows and frame size,
+ *   and not at all while the socket is backed up. A small slice of a large read is copied before
+ *   it waits in a queue, so a queued byte cannot hold a whole read.
  * - Every header block is decoded in order (HPACK state stays in step) and checked (h2-message):
  *   a malformed request or response, DATA beyond or short of `content-length`, trailers without
  *   END_STREAM are stream errors (RST_STREAM PROTOCOL_ERROR) and never reach the consumer.
