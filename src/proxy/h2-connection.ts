@@ -388,16 +388,17 @@ export class H2Connection {
   write(s: H2Stream, chunk: Buffer): void {
     if (s.closed || s.localEnded || s.endPending !== undefined || chunk.length === 0) return;
     // A small slice of a large read must not keep the whole read alive while it waits.
-    if (chunk.length * 2 < chunk.buffer.byteLength) chunk = Buffer.from(chunk);
+    chunk = detached(chunk);
     s.queue.push(chunk);
     s.queued += chunk.length;
-    if (s.id !== 0 && (s.headersDone || !this.#server)) this.#flushStream(s);
+    // (A server stream's data waits for its response head: #flushStream checks.)
+    if (s.id !== 0) this.#flushStream(s);
   }
 
   end(s: H2Stream, trailers: readonly string[] | undefined, sensitive: readonly string[] | undefined): void {
     if (s.closed || s.localEnded || s.endPending !== undefined) return;
     s.endPending = { pairs: trailers ?? EMPTY_PAIRS, sensitive };
-    if (s.id !== 0 && (s.headersDone || !this.#server)) this.#flushStream(s);
+    if (s.id !== 0) this.#flushStream(s);
   }
 
   consumed(s: H2Stream, n: number): void {
@@ -1263,6 +1264,11 @@ export class H2Connection {
 }
 
 const EMPTY_PAIRS: readonly string[] = [];
+
+/** `chunk`, or a copy of it when it is a small slice of a larger buffer (which it would keep alive while held). */
+export function detached(chunk: Buffer): Buffer {
+  return chunk.length * 2 < chunk.buffer.byteLength ? Buffer.from(chunk) : chunk;
+}
 
 /**
  * After `end()`: a peer that never reads (or never closes its side) must not hold the socket, but

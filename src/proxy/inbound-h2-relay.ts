@@ -15,7 +15,7 @@
  *   more, on a new connection if need be. A connection that failed to connect or to send its
  *   SETTINGS is not tried again: that would only double the wait for the same 502.
  */
-import { H2_CANCEL, H2_INTERNAL_ERROR, H2_NO_ERROR, H2_REFUSED_STREAM, type H2Stream, type H2StreamEvents } from './h2-connection.js';
+import { detached, H2_CANCEL, H2_INTERNAL_ERROR, H2_NO_ERROR, H2_REFUSED_STREAM, type H2Stream, type H2StreamEvents } from './h2-connection.js';
 import type { HeaderBlock } from './hpack.js';
 import { headerValue } from './http-relay.js';
 import { isL5dHeader } from './inbound-http-headers.js';
@@ -98,8 +98,8 @@ export class H2Relay implements H2StreamEvents {
       const kept = this.#kept;
       if (kept !== undefined) {
         if (this.#keptBytes + chunk.length <= REPLAY_BYTES && kept.length < REPLAY_CHUNKS) {
-          // A small slice of a large read is copied, so what is kept is what it weighs.
-          kept.push(chunk.length * 2 < chunk.buffer.byteLength ? Buffer.from(chunk) : chunk);
+          // What is kept is what it weighs, not the read it came in.
+          kept.push(detached(chunk));
           this.#keptBytes += chunk.length;
         } else this.#release();
       }
