@@ -6,7 +6,6 @@
  * since a truncated body must not look complete. What the proxy answers when the upstream fails
  * before responding is the caller's.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
   type ClientHttp2Stream,
   type IncomingHttpHeaders as Http2IncomingHeaders,
@@ -16,7 +15,8 @@ import {
 } from 'node:http2';
 import { RESPOND_WITH_TRAILERS, RESPOND_WITHOUT_BODY } from './h2-stream-options.js';
 import type { Http1Pool, Http1PoolHandler } from './http1-pool.js';
-import { filterHttp1Response, filterHttp2Response, pairsOf } from './inbound-http-headers.js';
+import type { Http1ServerRequest, Http1ServerResponse } from './http1-server.js';
+import { filterHttp1Response, filterHttp2Response } from './inbound-http-headers.js';
 
 const { NGHTTP2_CANCEL, NGHTTP2_INTERNAL_ERROR, NGHTTP2_NO_ERROR } = h2constants;
 const END_STREAM = h2constants.NGHTTP2_FLAG_END_STREAM;
@@ -57,7 +57,7 @@ export interface Http1RelayHooks {
    * its body is unread, so it may go to another endpoint.
    */
   failed(err: Error, connected: boolean): void;
-  /** node refused to write the upstream's response head (`err`: an invalid status or header); the upstream request is aborted and `res` untouched. */
+  /** The server refused to write the upstream's response head (`err`: an invalid status or header); the upstream request is aborted and `res` untouched. */
   unrelayable(err: Error): void;
   /** The upstream failed mid-response; `res` is destroyed right after. */
   aborted(): void;
@@ -72,16 +72,6 @@ export function headerValue(pairs: readonly string[], lowerName: string): string
     if (name.length === lowerName.length && name.toLowerCase() === lowerName) return pairs[i + 1];
   }
   return undefined;
-}
-
-/** True when a request's raw headers announce a body (RFC 9112 §6.3: `Content-Length` or `Transfer-Encoding`). */
-export function announcesBody(raw: readonly string[]): boolean {
-  for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i] as string;
-    if (name.length === 14 && name.toLowerCase() === 'content-length') return true;
-    if (name.length === 17 && name.toLowerCase() === 'transfer-encoding') return true;
-  }
-  return false;
 }
 
 /** Header names the pool frames itself or a proxy must not forward. */
@@ -141,16 +131,15 @@ export function refusalOf(request: Http1UpstreamRequest): string | undefined {
 
 /** One request relayed through an {@link Http1Pool}. */
 class Http1Exchange implements Http1PoolHandler {
-  readonly #req: IncomingMessage;
-  readonly #res: ServerResponse;
+  readonly #req: Http1ServerRequest;
+  readonly #res: Http1ServerResponse;
   readonly #hooks: Http1RelayHooks;
   #abort: ((err?: Error) => void) | undefined;
-  #resume: (() => void) | undefined;
   #connected = false;
   #cancelled = false;
   #settled = false;
 
-  constructor(req: IncomingMessage, res: ServerResponse, hooks: Http1RelayHooks) {
+  constructor(req: Http1ServerRequest, res: Http1ServerResponse, hooks: Http1RelayHooks) {
     this.#req = req;
     this.#res = res;
     this.#hooks = hooks;
@@ -180,21 +169,17 @@ class Http1Exchange implements Http1PoolHandler {
     }
     const relayed = filterHttp1Response(headers);
     try {
-      if (reason === '' || !PRINTABLE_REASON.test(reason)) res.writeHead(status, relayed);
-      else res.writeHead(status, reason, relayed);
+      res.writeHead(status, reason === '' || !PRINTABLE_REASON.test(reason) ? undefined : reason, relayed);
     } catch (e) {
-      // A response node refuses to relay (an invalid status or header): the caller answers, with
-      // its own reason phrase (node keeps the one it refused otherwise).
-      res.statusMessage = '';
+      // A response the server refuses to relay (an invalid status or header): the caller answers.
       this.#cancelled = true;
       this.#abort?.();
       this.#keepAliveUnlessBodyLost();
       this.#hooks.unrelayable(e instanceof Error ? e : new Error(String(e)));
       return false;
     }
-    this.#hooks.head?.(res.statusCode, relayed);
-    this.#resume = resume;
-    res.on('drain', resume);
+    this.#hooks.head?.(status, relayed);
+    res.ondrain = resume;
     return true;
   }
 
@@ -205,22 +190,21 @@ class Http1Exchange implements Http1PoolHandler {
   onComplete(trailers: string[]): void {
     this.#settle();
     const res = this.#res;
-    this.#unhookDrain();
+    res.ondrain = undefined;
     if (res.destroyed) return;
     // The upstream answered before the client finished its body (a 413, say): the rest is
     // discarded, and the connection closed after the answer rather than kept for an upload of
     // unknown length.
-    if (!this.#req.complete && announcesBody(this.#req.rawHeaders)) res.shouldKeepAlive = false;
-    if (trailers.length > 0) res.addTrailers(pairsOf(trailers));
+    if (!this.#req.complete && this.#req.body !== null) res.keepAlive = false;
     this.#hooks.trailers?.(trailers);
-    res.end();
+    res.end(trailers.length > 0 ? filterHttp1Response(trailers) : undefined);
   }
 
   onError(err: Error): void {
     this.#settle();
-    this.#unhookDrain();
     const res = this.#res;
-    if (this.#cancelled || res.writableEnded || res.destroyed) return;
+    res.ondrain = undefined;
+    if (this.#cancelled || res.finished || res.destroyed) return;
     if (res.headersSent) {
       this.#hooks.aborted();
       res.destroy();
@@ -243,45 +227,45 @@ class Http1Exchange implements Http1PoolHandler {
     this.#hooks.settled?.();
   }
 
-  #unhookDrain(): void {
-    if (this.#resume === undefined) return;
-    this.#res.off('drain', this.#resume);
-    this.#resume = undefined;
-  }
-
   /**
    * A request body the pool had started to send and stopped (the upstream failed) is part gone:
    * the client's connection is closed after the caller's answer rather than kept on a body half
-   * relayed. A body still unread (a connect failure) is whole, and node discards it as usual.
+   * relayed. A body still unread (a connect failure) is whole, and the server discards it as usual.
    */
   #keepAliveUnlessBodyLost(): void {
-    if (this.#connected && !this.#req.complete && announcesBody(this.#req.rawHeaders)) this.#res.shouldKeepAlive = false;
+    if (this.#connected && !this.#req.complete && this.#req.body !== null) this.#res.keepAlive = false;
   }
 }
 
 /**
- * Sends `request` through `upstream` with the client's body (`req`, when its headers announce
- * one) and relays the response to `res`: head, body with backpressure, trailers. The client's
- * response closing first cancels the upstream request. The pool reads the body only once the
- * request has a connection, so after a connect failure it is still whole. A request that cannot
- * be written as it is ({@link refusalOf}) is not sent: `hooks.refused`.
+ * Sends `request` through `upstream` with the client's body (`req.body`, when its headers
+ * announce one) and relays the response to `res`: head, body with backpressure, trailers. The
+ * client's response closing first cancels the upstream request. The pool reads the body only
+ * once the request has a connection, so after a connect failure it is still whole. A request
+ * that cannot be written as it is ({@link refusalOf}) is not sent: `hooks.refused`.
  */
-export function relayHttp1(upstream: Http1Pool, req: IncomingMessage, res: ServerResponse, request: Http1UpstreamRequest, hooks: Http1RelayHooks): void {
+export function relayHttp1(
+  upstream: Http1Pool,
+  req: Http1ServerRequest,
+  res: Http1ServerResponse,
+  request: Http1UpstreamRequest,
+  hooks: Http1RelayHooks,
+): void {
   const exchange = new Http1Exchange(req, res, hooks);
   const refusal = refusalOf(request);
   if (refusal !== undefined) {
     exchange.refuse(refusal);
     return;
   }
-  res.once('close', () => {
-    if (!res.writableFinished) exchange.cancel();
+  res.onClose((finished) => {
+    if (!finished) exchange.cancel();
   });
   upstream.dispatch(
     {
       method: request.method,
       path: request.path,
       headers: request.headers,
-      body: announcesBody(req.rawHeaders) ? req : null,
+      body: req.body,
       keepAfterHead: request.upstreamIsProxy === true,
     },
     exchange,

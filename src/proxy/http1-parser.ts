@@ -1,5 +1,6 @@
 /**
- * node's own HTTP/1 parser (llhttp, native), as the upstream client parses responses with it.
+ * node's own HTTP/1 parser (llhttp, native): the upstream client parses responses with it, the
+ * proxies' HTTP/1 servers (http1-server) requests.
  *
  * node exposes the parser its `http` module uses as `require('node:_http_common').HTTPParser`: not a
  * documented API, but the one node's HTTP client and server are built on, unchanged in shape
@@ -25,6 +26,7 @@ interface NativeParser {
 
 interface NativeParserClass {
   new (): NativeParser;
+  readonly REQUEST: number;
   readonly RESPONSE: number;
   readonly kOnMessageBegin: number;
   readonly kOnHeaders: number;
@@ -34,7 +36,7 @@ interface NativeParserClass {
 }
 
 const require = createRequire(import.meta.url);
-const { HTTPParser } = require('node:_http_common') as { HTTPParser: NativeParserClass };
+const { HTTPParser, methods } = require('node:_http_common') as { HTTPParser: NativeParserClass; methods: readonly string[] };
 
 /** What a {@link ResponseParser} reports. Callbacks run inside `execute` / `finish`. */
 export interface ResponseEvents {
@@ -64,44 +66,140 @@ export interface ResponseParser {
 
 const EMPTY: string[] = [];
 
-/** A response parser reporting to `events`; header blocks above `maxHeaderBytes` are an error (`HPE_HEADER_OVERFLOW`). */
-export function createResponseParser(events: ResponseEvents, maxHeaderBytes: number): ResponseParser {
+/** What both kinds of message have at their head's end (the native callback's arguments, header pieces joined). */
+interface Head {
+  readonly minor: number;
+  readonly headers: string[];
+  /** The method's index in node's `methods` (requests). */
+  readonly method: number;
+  /** The request target (requests; '' for responses). */
+  readonly url: string;
+  readonly status: number;
+  readonly reason: string;
+  readonly upgrade: boolean;
+  readonly keepAlive: boolean;
+}
+
+/**
+ * A native parser of `type` wired to the callbacks; `head` returns llhttp's instruction (0, or 1:
+ * no body follows). node hands over long header blocks, trailers and targets in pieces through
+ * kOnHeaders: they are joined here.
+ */
+function nativeParser(
+  type: number,
+  maxHeaderBytes: number,
+  begin: () => void,
+  head: (h: Head) => number,
+  body: (chunk: Buffer) => void,
+  complete: (trailers: string[]) => void,
+): NativeParser {
   const parser = new HTTPParser();
-  parser.initialize(HTTPParser.RESPONSE, {}, maxHeaderBytes, 0);
-  // node hands over long header blocks (and trailers) in pieces through kOnHeaders.
+  parser.initialize(type, {}, maxHeaderBytes, 0);
   let pending: string[] = EMPTY;
+  let pendingUrl = '';
   parser[HTTPParser.kOnMessageBegin] = () => {
     pending = EMPTY;
-    events.begin();
+    pendingUrl = '';
+    begin();
   };
-  parser[HTTPParser.kOnHeaders] = (headers: string[]) => {
+  parser[HTTPParser.kOnHeaders] = (headers: string[], url: string | undefined) => {
     pending = pending === EMPTY ? headers : pending.concat(headers);
+    if (url !== undefined) pendingUrl += url;
   };
   parser[HTTPParser.kOnHeadersComplete] = (
     _major: number,
     minor: number,
     headers: string[] | undefined,
-    _method: unknown,
-    _url: unknown,
+    method: number,
+    url: string | undefined,
     status: number,
     reason: string,
     upgrade: boolean,
     keepAlive: boolean,
   ): number => {
     const all = headers === undefined ? pending : pending === EMPTY ? headers : pending.concat(headers);
+    const target = url === undefined || url === '' ? pendingUrl : pendingUrl + url;
     pending = EMPTY;
-    // 1: no body follows (llhttp's "skip body").
-    return events.head(status, reason, all, keepAlive, upgrade, minor) ? 1 : 0;
+    pendingUrl = '';
+    return head({ minor, headers: all, method, url: target, status, reason, upgrade, keepAlive });
   };
-  parser[HTTPParser.kOnBody] = (chunk: Buffer) => events.body(chunk);
+  parser[HTTPParser.kOnBody] = body;
   parser[HTTPParser.kOnMessageComplete] = () => {
     const trailers = pending;
     pending = EMPTY;
-    events.complete(trailers);
+    complete(trailers);
   };
+  return parser;
+}
+
+/** The surface of a wired native parser. */
+function surface(parser: NativeParser): ResponseParser & RequestParser {
   return {
     execute: (data) => parser.execute(data),
     finish: () => parser.finish() ?? undefined,
     close: () => parser.close(),
   };
+}
+
+/** A response parser reporting to `events`; header blocks above `maxHeaderBytes` are an error (`HPE_HEADER_OVERFLOW`). */
+export function createResponseParser(events: ResponseEvents, maxHeaderBytes: number): ResponseParser {
+  return surface(
+    nativeParser(
+      HTTPParser.RESPONSE,
+      maxHeaderBytes,
+      () => events.begin(),
+      // 1: no body follows (llhttp's "skip body").
+      (h) => (events.head(h.status, h.reason, h.headers, h.keepAlive, h.upgrade, h.minor) ? 1 : 0),
+      (chunk) => events.body(chunk),
+      (trailers) => events.complete(trailers),
+    ),
+  );
+}
+
+/** What a {@link RequestParser} reports. Callbacks run inside `execute` / `finish`. */
+export interface RequestEvents {
+  /** A request starts (its first byte). */
+  begin(): void;
+  /**
+   * A request head: the method, the target as sent, flat name/value pairs in their order
+   * (Latin-1), the minor version (HTTP/1.x), llhttp's keep-alive verdict (version and
+   * `Connection`) and whether the request asks for another protocol (CONNECT, or `Upgrade` with
+   * `Connection: upgrade` and no body: the parser then stops after the head).
+   */
+  head(method: string, url: string, headers: string[], minorVersion: number, keepAlive: boolean, upgrade: boolean): void;
+  body(chunk: Buffer): void;
+  /** The request ended; its trailers as flat pairs (empty without). */
+  complete(trailers: string[]): void;
+}
+
+/** A strict HTTP/1 request parser. */
+export interface RequestParser {
+  /**
+   * Parses `data`: the byte count, or the parse error (an `Error` with an `HPE_*` `code`). A
+   * count short of `data.length` without an error: the parser stopped after an upgrade request's
+   * head (the rest is another protocol, or for an upgrade that is declined, the next request:
+   * parse it with another `execute`).
+   */
+  execute(data: Buffer): number | Error;
+  /** The connection ended: the error for a request cut short, else undefined. */
+  finish(): Error | undefined;
+  /** Frees the native parser; never from one of its callbacks. */
+  close(): void;
+}
+
+/** A request parser reporting to `events`; header blocks above `maxHeaderBytes` are an error (`HPE_HEADER_OVERFLOW`). */
+export function createRequestParser(events: RequestEvents, maxHeaderBytes: number): RequestParser {
+  return surface(
+    nativeParser(
+      HTTPParser.REQUEST,
+      maxHeaderBytes,
+      () => events.begin(),
+      (h) => {
+        events.head(methods[h.method] ?? 'GET', h.url, h.headers, h.minor, h.keepAlive, h.upgrade);
+        return 0;
+      },
+      (chunk) => events.body(chunk),
+      (trailers) => events.complete(trailers),
+    ),
+  );
 }

@@ -134,13 +134,6 @@ export function filterHttp1Response(raw: readonly string[]): string[] {
   return out;
 }
 
-/** Flat raw pairs as `[name, value]` tuples (for `addTrailers`). */
-export function pairsOf(raw: readonly string[]): [string, string][] {
-  const out: [string, string][] = [];
-  for (let i = 0; i + 1 < raw.length; i += 2) out.push([raw[i] as string, raw[i + 1] as string]);
-  return out;
-}
-
 /**
  * Copies an HTTP/2 response's headers from the application, pseudo-headers other than `:status`
  * and connection-specific headers dropped (node:http2 refuses to send those).

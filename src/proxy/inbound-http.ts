@@ -3,9 +3,9 @@
  * HTTP/2 and gRPC against the port's *current* policy, and forwarding of permitted requests to
  * the application. It is the default `handleHttp` of {@link InboundProxy}.
  *
- * HTTP/1: one `http.Server` per proxy, never listening: each HTTP/1 connection is fed to it with
- * `emit('connection', socket)` and its facts (port, client address and TLS state) are kept in a
- * WeakMap keyed by the socket. HTTP/2: each connection gets an {@link H2Connection} of its own
+ * HTTP/1: one {@link Http1Server} per proxy (http1-server: node's parser, our own framing), never
+ * listening: each HTTP/1 connection is handed to it with its facts (port, client address and TLS
+ * state). HTTP/2: each connection gets an {@link H2Connection} of its own
  * (h2-connection; node:http2 costs more CPU per relayed stream than all of ward's own work), whose
  * streams are relayed (inbound-h2-relay) to the application's on another (inbound-http-upstream);
  * a request the application refused unprocessed (its REFUSED_STREAM, its GOAWAY) is sent once more.
@@ -25,12 +25,12 @@
  *   any request and, when permitted, answered 501 — upgraded streams are not proxied yet. CONNECT
  *   gets 501 and the connection is closed.
  * - `Expect: 100-continue` is answered by the proxy, after authorization; the header is not
- *   forwarded. A denied request gets its 403 without a 100 and node then closes the connection
+ *   forwarded. A denied request gets its 403 without a 100 and the connection is then closed
  *   (the client may still be sending a body): the one denial that does not keep the connection.
  * - HTTP/2 is served whatever ALPN said (the bytes said HTTP/2). The proxy's sockets are
  *   half-open: a FIN from the client closes the connection gracefully (open streams finish).
- * - Request smuggling: node's parser (strict mode, `insecureHTTPParser: false` regardless of the
- *   process flag) refuses Content-Length with Transfer-Encoding, repeated Content-Length and
+ * - Request smuggling: node's parser (strict: no lenient flag, whatever the process flags) refuses
+ *   Content-Length with Transfer-Encoding, repeated Content-Length and
  *   other malformed framing with 400 before a request exists; a Transfer-Encoding whose final
  *   coding is not chunked (which node refuses only after the headers) is answered 400 here. Such
  *   requests never reach the application and the connection is closed. Bodies are re-framed by
@@ -38,12 +38,12 @@
  *   that cannot be written as it came (an asterisk-form `OPTIONS *`, two Host headers:
  *   `refusalOf`) is answered 400 and the connection closed.
  * - Limits: the header block is bounded (`maxHeaderBytes`, 431) and must arrive within
- *   `headersTimeoutMs` of the request's first byte (408; node's coarse connection check, no timer
- *   per request). An HTTP/2 client's connection preface and first SETTINGS frame must arrive
+ *   `headersTimeoutMs` of the request's first byte (408; a coarse check over the connections, no
+ *   timer per request). An HTTP/2 client's connection preface and first SETTINGS frame must arrive
  *   within `headersTimeoutMs` too, else the connection is
  *   closed. Bodies have no deadline (long-lived streams are legitimate) — except the body of a
- *   request the proxy answers itself (a denial, a 502…): node reads and discards it to keep the
- *   connection, and it must end within `headersTimeoutMs` of the answer, else the connection is
+ *   request the proxy answers itself (a denial, a 502…): it is read and discarded to keep the
+ *   connection, and must end within `headersTimeoutMs` of the answer, else the connection is
  *   closed (a denied client could otherwise hold it forever by dribbling an endless body).
  * - The application is unreachable or fails before responding: 502 (gRPC: `grpc-status` 14); it
  *   fails mid-response: the client's response is aborted (HTTP/1 connection closed, HTTP/2 stream
@@ -56,7 +56,7 @@
  *   once, when its exchange is over — the relayed status, the `grpc-status` of the headers or the
  *   trailers, or why it failed (`h2(<REASON>)` for an HTTP/2 reset, else the proxy's reason).
  */
-import { createServer as createHttp1Server, type Server as Http1Server, type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
+
 import type { Duplex } from 'node:stream';
 import {
   authorizeRequest,
@@ -74,6 +74,7 @@ import { type Logger, silentLogger } from '../shared/index.js';
 import { H2_INTERNAL_ERROR, H2Connection, type H2Stream, type H2StreamEvents } from './h2-connection.js';
 import type { HeaderBlock } from './hpack.js';
 import { headerValue, relayHttp1 } from './http-relay.js';
+import { Http1Server, type Http1ServerRequest, type Http1ServerResponse } from './http1-server.js';
 import { H2Relay, type H2RelayHost, withoutL5d } from './inbound-h2-relay.js';
 import { filterHttp1Request, grpcMessage, isChunkedLast, isL5dHeader, L5D_CLIENT_ID, L5D_PROXY_ERROR, safeHeaderValue } from './inbound-http-headers.js';
 import { AppUpstream } from './inbound-http-upstream.js';
@@ -90,11 +91,11 @@ export interface InboundHttpSettings {
    * answered itself (both: closed).
    */
   readonly headersTimeoutMs?: number;
-  /** How often header deadlines are checked (default 1 s; node's own default is 30 s). */
+  /** How often header deadlines are checked (default 1 s). */
   readonly timeoutCheckIntervalMs?: number;
   /** An idle HTTP/1 keep-alive connection is closed after this (default 60 s). */
   readonly keepAliveTimeoutMs?: number;
-  /** Bound on an HTTP/1 request's header block in bytes (default 16 KiB, node's): 431, closed. */
+  /** Bound on an HTTP/1 request's header block in bytes (default 16 KiB, as node's): 431, closed. */
   readonly maxHeaderBytes?: number;
   /** Concurrent HTTP/1 connections to each application port (default 256; more requests queue). */
   readonly maxAppSocketsPerPort?: number;
@@ -166,10 +167,6 @@ interface HttpConn {
   /** The verified mesh identity (mesh TLS with a client certificate): `l5d-client-id`, error details. */
   readonly meshedId: string | undefined;
   readonly remote: string | undefined;
-  /** HTTP/1 responses in flight (a parse error must not write into one). */
-  inFlight: number;
-  /** A parse error was answered: the connection is being closed. */
-  failed: boolean;
   /** HTTP/2: what relays of this connection's requests need of the stack (gRPC and not), made on first use. */
   relayHost?: H2RelayHost;
   grpcRelayHost?: H2RelayHost;
@@ -251,8 +248,7 @@ export class InboundHttp {
   readonly #upstream: AppUpstream;
   readonly #headersTimeoutMs: number;
   readonly #random: () => number;
-  readonly #h1: Http1Server;
-  readonly #h1Conns = new WeakMap<Duplex, HttpConn>();
+  readonly #h1: Http1Server<HttpConn>;
   readonly #h2Conns = new Set<H2Connection>();
   #closed = false;
 
@@ -282,25 +278,20 @@ export class InboundHttp {
     this.#headersTimeoutMs = headersTimeoutMs;
     this.#random = opts.random ?? Math.random;
 
-    this.#h1 = createHttp1Server({
-      headersTimeout: headersTimeoutMs,
-      // No deadline on whole requests: a long upload or stream is not an attack by itself.
-      requestTimeout: 0,
-      keepAliveTimeout: keepAliveTimeoutMs,
-      connectionsCheckingInterval: checkMs,
-      maxHeaderSize: maxHeaderBytes,
-      insecureHTTPParser: false,
-      requireHostHeader: true,
-      noDelay: true,
+    // No deadline on whole requests: a long upload or stream is not an attack by itself.
+    this.#h1 = new Http1Server<HttpConn>({
+      headersTimeoutMs,
+      keepAliveTimeoutMs,
+      checkIntervalMs: checkMs,
+      maxHeaderBytes,
+      requireHost: true,
+      events: {
+        request: (req, res, ctx) => this.#onRequest(req, res, ctx),
+        connect: (_req, socket, _head, ctx) => this.#onConnectMethod(socket, ctx),
+        clientError: (code, _status, ctx) => this.#onClientError(code, ctx),
+        failed: (err, ctx) => this.#log.error({ client: ctx.remote, port: ctx.port, err }, 'inbound HTTP request failed in the proxy'),
+      },
     });
-    this.#h1.on('request', (req: IncomingMessage, res: ServerResponse) => this.#guarded1(req, res, false));
-    this.#h1.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => this.#guarded1(req, res, true));
-    this.#h1.on('connect', (_req: IncomingMessage, socket: Duplex) => this.#onConnectMethod(socket));
-    this.#h1.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => this.#onClientError(err, socket));
-    // Header deadlines are enforced by a check node only starts for a listening server; this one
-    // never listens (sockets are fed to it), so start the check by hand. It is unref'd and
-    // stopped by close().
-    this.#h1.emit('listening');
   }
 
   /** Serves one HTTP connection (an {@link InboundHttpHandler}). Never throws. */
@@ -318,13 +309,9 @@ export class InboundHttp {
       client: conn.client,
       meshedId: tls.kind === 'established' ? tls.clientId : undefined,
       remote: conn.raw.remoteAddress,
-      inFlight: 0,
-      failed: false,
     };
     if (conn.version === 'http1') {
-      this.#h1Conns.set(socket, ctx);
-      this.#h1.emit('connection', socket);
-      socket.resume();
+      this.#h1.serve(socket, ctx);
       return;
     }
     // HTTP/2 (prior knowledge, detection, ALPN or a transport header): our own framing. A FIN
@@ -364,9 +351,7 @@ export class InboundHttp {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    this.#h1.closeAllConnections();
-    // Not listening: this only stops the header-deadline check (the callback gets "not running").
-    this.#h1.close(noop);
+    this.#h1.close();
     for (const c of [...this.#h2Conns]) c.destroy();
     this.#h2Conns.clear();
     this.#upstream.close();
@@ -472,34 +457,17 @@ export class InboundHttp {
   // -------------------------------------------------------------------------------------------
   // HTTP/1
 
-  /** A defect of ours must not take the process down: the request's connection is closed instead. */
-  #guarded1(req: IncomingMessage, res: ServerResponse, expectsContinue: boolean): void {
-    try {
-      this.#onRequest(req, res, expectsContinue);
-    } catch (err) {
-      this.#log.error({ client: req.socket?.remoteAddress, err }, 'inbound HTTP request failed in the proxy');
-      res.destroy();
-    }
-  }
-
-  #onRequest(req: IncomingMessage, res: ServerResponse, expectsContinue: boolean): void {
-    const ctx = this.#h1Conns.get(req.socket);
-    if (ctx === undefined) {
-      res.destroy();
-      return;
-    }
-    ctx.inFlight++;
-    res.once('close', () => ctx.inFlight--);
+  #onRequest(req: Http1ServerRequest, res: Http1ServerResponse, ctx: HttpConn): void {
     const headers = filterHttp1Request(req.rawHeaders);
     if (headers.transferEncoding !== undefined && !isChunkedLast(headers.transferEncoding)) {
-      // node's parser refuses such a body only after the headers; the request must not start.
+      // The parser refuses such a body only after the headers; the request must not start.
       this.#error(ctx, 'bad request');
-      res.shouldKeepAlive = false;
+      res.keepAlive = false;
       this.#respond1(res, ctx, 400, 'transfer-encoding without final chunked');
       return;
     }
-    const target = splitTarget(req.url ?? '/');
-    const method = req.method ?? 'GET';
+    const target = splitTarget(req.url);
+    const method = req.method;
     const info: RequestInfo = { method, path: target.path, authority: target.authority ?? first(headers.byName.host), headers: headers.byName };
     const d = this.#decide(ctx, info, false);
     if (!d.allowed) {
@@ -508,8 +476,8 @@ export class InboundHttp {
     }
     const ex = this.#exchange(ctx, d, info);
     if (ex !== undefined) {
-      res.once('close', () => {
-        if (!res.writableFinished) ex.fail('client disconnected');
+      res.onClose((finished) => {
+        if (!finished) ex.fail('client disconnected');
         ex.end();
       });
     }
@@ -534,13 +502,14 @@ export class InboundHttp {
       this.#respond1(res, ctx, 501, UPGRADE_NOT_SUPPORTED);
       return;
     }
-    if (expectsContinue) res.writeContinue();
+    if (req.expectsContinue) res.writeContinue();
     if (ctx.meshedId !== undefined) forward.push(L5D_CLIENT_ID, ctx.meshedId);
     this.#forward1(req, res, ctx, method, target.path, forward, ex);
   }
 
   /** A response of the proxy's own: empty body, the reason for meshed clients only (and a redirect's `location`). */
-  #respond1(res: ServerResponse, ctx: HttpConn, status: number, reason: string, location?: string): void {
+  #respond1(res: Http1ServerResponse, ctx: HttpConn, status: number, reason: string, location?: string): void {
+    if (res.finished || res.destroyed) return;
     if (res.headersSent) {
       res.destroy();
       return;
@@ -548,34 +517,13 @@ export class InboundHttp {
     const headers = ['content-length', '0'];
     if (location !== undefined) headers.push('location', location);
     if (ctx.meshedId !== undefined) headers.push(L5D_PROXY_ERROR, safeHeaderValue(reason));
-    res.writeHead(status, headers);
+    res.writeHead(status, undefined, headers);
     res.end();
-    this.#boundDiscardedBody(res);
-  }
-
-  /**
-   * The body of a request the proxy answered itself goes nowhere: node reads and discards it to
-   * keep the connection, for as long as the client sends it. It must end within the headers
-   * deadline, else the connection is closed. (Checked when the timer fires: `complete` is not yet
-   * set while a request without a body is being answered.)
-   */
-  #boundDiscardedBody(res: ServerResponse): void {
-    const req = res.req;
-    // The connection's socket, held here: `req.socket` is unset once the request is destroyed.
-    const socket = res.socket;
-    if (req.complete || socket === null) return;
-    const timer = setTimeout(() => {
-      if (!req.complete) socket.destroy();
-    }, this.#headersTimeoutMs);
-    timer.unref();
-    const clear = (): void => clearTimeout(timer);
-    req.once('end', clear);
-    req.once('close', clear);
   }
 
   #forward1(
-    req: IncomingMessage,
-    res: ServerResponse,
+    req: Http1ServerRequest,
+    res: Http1ServerResponse,
     ctx: HttpConn,
     method: string,
     path: string,
@@ -594,7 +542,7 @@ export class InboundHttp {
           this.#error(ctx, 'bad request');
           ex?.fail('bad request');
           if (this.#log.isLevelEnabled('debug')) this.#log.debug({ client: ctx.remote, port: ctx.port, reason }, 'inbound HTTP request cannot be forwarded');
-          res.shouldKeepAlive = false;
+          res.keepAlive = false;
           this.#respond1(res, ctx, 400, reason);
         },
         failed: (err) => {
@@ -618,40 +566,21 @@ export class InboundHttp {
     );
   }
 
-  #onConnectMethod(socket: Duplex): void {
-    const ctx = this.#h1Conns.get(socket);
-    if (ctx !== undefined) this.#error(ctx, 'upgrade not supported');
+  #onConnectMethod(socket: Duplex, ctx: HttpConn): void {
+    this.#error(ctx, 'upgrade not supported');
     socket.on('error', noop);
     socket.end('HTTP/1.1 501 Not Implemented\r\ncontent-length: 0\r\nconnection: close\r\n\r\n', () => socket.destroy());
   }
 
-  /**
-   * Parse errors, header limits and deadlines (node's default handling, counted): a response
-   * with the status node would use when nothing is in flight on the connection, then close.
-   */
-  #onClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
-    const ctx = this.#h1Conns.get(socket);
-    if (ctx === undefined || ctx.failed) {
-      socket.destroy();
-      return;
-    }
-    ctx.failed = true;
-    const code = err.code ?? '';
-    let status: number | undefined;
+  /** Parse errors, header limits and deadlines (answered by the server when it can, then closed): counted. */
+  #onClientError(code: string, ctx: HttpConn): void {
     let reason: InboundHttpErrorReason | undefined;
-    if (code === 'HPE_HEADER_OVERFLOW') [status, reason] = [431, 'request headers too large'];
-    else if (code === 'ERR_HTTP_REQUEST_TIMEOUT') [status, reason] = [408, 'request headers timeout'];
-    else if (code === 'HPE_CHUNK_EXTENSIONS_OVERFLOW') [status, reason] = [413, 'bad request'];
-    else if (code.startsWith('HPE_')) [status, reason] = [400, 'bad request'];
-    if (reason !== undefined) {
-      this.#error(ctx, reason);
-      if (this.#log.isLevelEnabled('debug')) this.#log.debug({ client: ctx.remote, port: ctx.port, err: code }, `inbound HTTP connection closed: ${reason}`);
-    }
-    if (status === undefined || ctx.inFlight > 0 || !socket.writable) {
-      socket.destroy();
-      return;
-    }
-    socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n`, () => socket.destroy());
+    if (code === 'HPE_HEADER_OVERFLOW') reason = 'request headers too large';
+    else if (code === 'ERR_HTTP_REQUEST_TIMEOUT') reason = 'request headers timeout';
+    else if (code.startsWith('HPE_')) reason = 'bad request';
+    if (reason === undefined) return;
+    this.#error(ctx, reason);
+    if (this.#log.isLevelEnabled('debug')) this.#log.debug({ client: ctx.remote, port: ctx.port, err: code }, `inbound HTTP connection closed: ${reason}`);
   }
 
   // -------------------------------------------------------------------------------------------

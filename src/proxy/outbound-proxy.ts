@@ -46,7 +46,7 @@
  * (metrics-outbound): on the endpoint it was sent to, and the proxy's own answers as failures with
  * their reason in `error`.
  */
-import { createServer as createHttp1Server, type Server as Http1Server, type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
+import { STATUS_CODES } from 'node:http';
 import {
   type ClientHttp2Session,
   type ClientHttp2Stream,
@@ -59,13 +59,13 @@ import {
   type ServerHttp2Stream,
 } from 'node:http2';
 import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
-import type { Duplex } from 'node:stream';
 import type { DestinationEndpoint } from '../api/index.js';
 import { DETECT_TIMEOUT_MS } from '../core/index.js';
 import { errorMessage, type Logger, MeshError, silentLogger } from '../shared/index.js';
 import { detectHttp, HTTP1_MAX_REQUEST_LINE_BYTES } from './detect-http.js';
 import { RESPOND_WITH_BODY, RESPOND_WITHOUT_BODY, requestOptions } from './h2-stream-options.js';
 import { headerValue, relayHttp1, relayHttp2 } from './http-relay.js';
+import { Http1Server, type Http1ServerRequest, type Http1ServerResponse } from './http1-server.js';
 import { pipeBoth } from './inbound-forward.js';
 import { grpcMessage, L5D_PROXY_ERROR, safeHeaderValue } from './inbound-http-headers.js';
 import { grpcStatusValue, h2Error } from './metrics-http.js';
@@ -161,6 +161,8 @@ const GRPC_UNIMPLEMENTED = 12;
 const GRPC_INVALID_ARGUMENT = 3;
 /** How often idle HTTP/1 pools of endpoints are dropped. */
 const PRUNE_INTERVAL_MS = 60_000;
+/** Bound on an HTTP/1 request's header block in bytes (as node's default): 431, closed. */
+const MAX_HEADER_BYTES = 16 * 1024;
 
 function noop(): void {}
 
@@ -236,7 +238,7 @@ export class OutboundProxy {
   readonly #log: Logger;
   readonly #load = new EndpointLoad();
   readonly #keys = new WeakMap<DestinationEndpoint, string>();
-  readonly #h1: Http1Server;
+  readonly #h1: Http1Server<undefined>;
   readonly #h2: Http2Server;
   readonly #h2Sessions = new Set<Http2Session>();
   readonly #clients = new Set<Socket>();
@@ -271,21 +273,20 @@ export class OutboundProxy {
     this.#metrics = opts.metrics;
     this.#log = opts.logger ?? silentLogger();
 
-    this.#h1 = createHttp1Server({
-      headersTimeout: headersTimeoutMs,
-      // No deadline on whole requests: long uploads and streams are legitimate.
-      requestTimeout: 0,
-      keepAliveTimeout: keepAliveTimeoutMs,
-      connectionsCheckingInterval: Math.min(1000, headersTimeoutMs),
-      insecureHTTPParser: false,
-      noDelay: true,
+    // No deadline on whole requests: long uploads and streams are legitimate.
+    this.#h1 = new Http1Server<undefined>({
+      headersTimeoutMs,
+      keepAliveTimeoutMs,
+      maxHeaderBytes: MAX_HEADER_BYTES,
+      events: {
+        request: (req, res) => this.#onRequest(req, res),
+        connect: (req, socket, head) => this.#onConnect(req, socket as Socket, head),
+        clientError: (_code, status) => {
+          if (status !== undefined) this.#error('bad request');
+        },
+        failed: (err) => this.#log.error({ err }, 'outbound HTTP request failed in the proxy'),
+      },
     });
-    this.#h1.on('request', (req: IncomingMessage, res: ServerResponse) => this.#onRequest(req, res));
-    this.#h1.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.#onConnect(req, socket as Socket, head));
-    this.#h1.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => this.#onClientError(err, socket));
-    // The sockets are fed to this server (it never listens), so start its header-deadline check
-    // by hand, as the inbound HTTP stack does.
-    this.#h1.emit('listening');
 
     this.#h2 = createHttp2Server();
     this.#h2.on('session', (session: Http2Session) => {
@@ -361,8 +362,7 @@ export class OutboundProxy {
     this.#clients.clear();
     for (const s of this.#h2Sessions) s.destroy();
     this.#h2Sessions.clear();
-    this.#h1.closeAllConnections();
-    this.#h1.close(noop);
+    this.#h1.close();
     await closed;
   }
 
@@ -426,8 +426,7 @@ export class OutboundProxy {
           return;
         }
         if (r.result === 'http1') {
-          this.#h1.emit('connection', raw);
-          raw.resume();
+          this.#h1.serve(raw, undefined);
         } else if (r.result === 'http2') {
           // The session drains the put-back bytes itself: no resume (STACK.md §2.13).
           this.#h2.emit('connection', raw);
@@ -446,16 +445,16 @@ export class OutboundProxy {
   // -------------------------------------------------------------------------------------------
   // HTTP/1 absolute-form requests
 
-  #onRequest(req: IncomingMessage, res: ServerResponse): void {
+  #onRequest(req: Http1ServerRequest, res: Http1ServerResponse): void {
     this.#requests++;
     const ex = this.#metrics?.exchange();
     if (ex !== undefined) {
-      res.once('close', () => {
-        if (!res.writableFinished) ex.fail('client disconnected');
+      res.onClose((finished) => {
+        if (!finished) ex.fail('client disconnected');
         ex.end();
       });
     }
-    const target = parseAbsoluteForm(req.url ?? '');
+    const target = parseAbsoluteForm(req.url);
     if (typeof target === 'string') {
       this.#reply1(res, { status: 400, reason: 'bad request', detail: target }, ex);
       return;
@@ -469,7 +468,7 @@ export class OutboundProxy {
     const headers = filterOutboundRequest1(req.rawHeaders, target.authority);
     this.#resolver.resolve(parsed.target).then(
       (r) => {
-        if (res.destroyed || res.writableEnded) return;
+        if (res.destroyed || res.finished) return;
         const e = endpointsOf(r);
         if ('failure' in e) this.#reply1(res, e.failure, ex);
         else this.#send1(req, res, e.endpoints, target.path, headers, undefined, ex);
@@ -480,8 +479,8 @@ export class OutboundProxy {
 
   /** Sends the request to an endpoint; on a connect failure, once more to another one. */
   #send1(
-    req: IncomingMessage,
-    res: ServerResponse,
+    req: Http1ServerRequest,
+    res: Http1ServerResponse,
     endpoints: readonly DestinationEndpoint[],
     path: string,
     headers: string[],
@@ -501,7 +500,7 @@ export class OutboundProxy {
       pool,
       req,
       res,
-      { method: req.method ?? 'GET', path, headers, upstreamIsProxy: protocol === 'http1' && this.#connector.isMeshed(ep) },
+      { method: req.method, path, headers, upstreamIsProxy: protocol === 'http1' && this.#connector.isMeshed(ep) },
       {
         sent: () => ex?.sent(),
         head: (status, h) => ex?.head(status, grpcStatusValue(headerValue(h, 'grpc-status'))),
@@ -529,22 +528,26 @@ export class OutboundProxy {
   }
 
   /** A response of the proxy's own: `status`, the reason in `l5d-proxy-error` and as the body. */
-  #reply1(res: ServerResponse, f: Failure, ex: OutboundExchange | undefined): void {
+  #reply1(res: Http1ServerResponse, f: Failure, ex: OutboundExchange | undefined): void {
     this.#error(f.reason);
     ex?.fail(f.reason);
     if (this.#log.isLevelEnabled('debug')) this.#log.debug({ status: f.status, reason: f.reason, detail: f.detail }, 'outbound request failed');
-    if (res.destroyed || res.writableEnded) return;
+    if (res.destroyed || res.finished) return;
     if (res.headersSent) {
       res.destroy();
       return;
     }
-    const body = `${f.detail}\n`;
-    res.writeHead(f.status, {
-      'content-type': 'text/plain; charset=utf-8',
-      'content-length': Buffer.byteLength(body),
-      [L5D_PROXY_ERROR]: safeHeaderValue(f.detail),
-    });
-    res.end(body);
+    const body = Buffer.from(`${f.detail}\n`, 'utf8');
+    res.writeHead(f.status, undefined, [
+      'content-type',
+      'text/plain; charset=utf-8',
+      'content-length',
+      String(body.length),
+      L5D_PROXY_ERROR,
+      safeHeaderValue(f.detail),
+    ]);
+    res.write(body);
+    res.end();
   }
 
   /**
@@ -569,30 +572,13 @@ export class OutboundProxy {
     else if (this.#log.isLevelEnabled('debug')) this.#log.debug({ endpoint: this.#key(ep), err: err.message }, 'outbound connect failed');
   }
 
-  /** Parse errors, header limits and deadlines: a response with node's status when one applies, then close. */
-  #onClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
-    const code = err.code ?? '';
-    let status: number | undefined;
-    if (code === 'HPE_HEADER_OVERFLOW') status = 431;
-    else if (code === 'ERR_HTTP_REQUEST_TIMEOUT') status = 408;
-    else if (code.startsWith('HPE_')) status = 400;
-    if (status === undefined || !socket.writable) {
-      socket.destroy();
-      return;
-    }
-    this.#error('bad request');
-    socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n`, () => socket.destroy());
-  }
-
   // -------------------------------------------------------------------------------------------
   // CONNECT tunnels
 
-  #onConnect(req: IncomingMessage, client: Socket, head: Buffer): void {
+  #onConnect(req: Http1ServerRequest, client: Socket, head: Buffer): void {
     this.#tunnels++;
     client.on('error', noop);
-    // A keep-alive timeout left from an earlier request on the connection must not cut the tunnel.
-    client.setTimeout(0);
-    const parsed = this.#resolver.parse(req.url ?? '');
+    const parsed = this.#resolver.parse(req.url);
     if (!parsed.ok) {
       this.#refuseTunnel(client, 'connect', { status: 400, reason: 'bad request', detail: parsed.reason });
       return;
