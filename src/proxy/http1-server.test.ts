@@ -356,6 +356,93 @@ describe('Http1Server: request bodies', () => {
   });
 });
 
+describe('Http1Server: connection state (from a review)', () => {
+  it('reads on after a response that left a whole, full body unread (no stall)', async () => {
+    const s = await serve((req, res) => {
+      if (req.url === '/unread') setTimeout(() => answer(res, 502, 'gone'), 50);
+      else answer(res, 200, `ok ${req.url}`);
+    });
+    const c = new Raw(s.port).send(`POST /unread HTTP/1.1\r\nHost: x\r\nContent-Length: 40000\r\n\r\n${'a'.repeat(40000)}`);
+    await c.until(/gone$/);
+    c.send('GET /b HTTP/1.1\r\nHost: x\r\n\r\n');
+    await within(c.until(/ok \/b$/), 3000, 'the next request on the connection');
+    c.socket.destroy();
+  });
+
+  it('delivers a whole closing response to a slow reader while the request body ends behind it', async () => {
+    const size = 8 * 1024 * 1024;
+    const s = await serve((_req, res) => {
+      res.keepAlive = false;
+      res.writeHead(200, undefined, ['content-length', String(size)]);
+      res.write(Buffer.alloc(size, 0x62));
+      res.end();
+    });
+    const c = new Raw(s.port);
+    c.socket.pause();
+    c.send('POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n');
+    await sleep(100);
+    c.send('hello');
+    await sleep(100);
+    c.socket.resume();
+    const text = await within(c.untilClosed(), 10_000, 'the response');
+    const body = text.slice(text.indexOf('\r\n\r\n') + 4);
+    assert.equal(body.length, size, 'every byte of the response');
+  });
+
+  it('answers thousands of pipelined requests answered as they start, without recursing', async () => {
+    let n = 0;
+    const s = await serve((req, res) => {
+      n++;
+      // The first one later: the others queue behind it, and run when it ends.
+      if (req.url === '/first') setTimeout(() => answer(res, 200, ''), 50);
+      else answer(res, 403, '');
+    });
+    const count = 5000;
+    const c = new Raw(s.port).send(`GET /first HTTP/1.1\r\nHost: x\r\n\r\n${'GET /x HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(count - 1)}`);
+    await within(
+      waitFor(() => c.statuses.length === count, `${count} answers`, 10_000),
+      12_000,
+      'the answers',
+    );
+    assert.equal(n, count);
+    assert.equal(s.failures.length, 0);
+    c.socket.destroy();
+  });
+
+  it('does not time out a pipelined head that waits behind a slow response', async () => {
+    const s = await serve(
+      (req, res) => {
+        if (req.url === '/slow') setTimeout(() => answer(res, 200, 'slow done'), 600);
+        else answer(res, 200, `fast ${req.url}`);
+      },
+      { headersTimeoutMs: 200 },
+    );
+    // A whole request queued behind the slow one (the connection stops reading), then part of a head.
+    const c = new Raw(s.port).send('GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET /queued HTTP/1.1\r\nHost: x\r\n\r\nGET /next HTTP/1.1\r\nHo');
+    await sleep(50);
+    c.send('st: x\r\n\r\n');
+    await within(c.until(/fast \/next$/), 3000, 'the pipelined requests');
+    assert.deepEqual(c.statuses, [200, 200, 200]);
+    assert.deepEqual(s.clientErrors, []);
+    c.socket.destroy();
+  });
+
+  it('never serves a request pipelined behind a response that closes the connection', async () => {
+    const seen: string[] = [];
+    const s = await serve((req, res) => {
+      seen.push(req.url);
+      res.keepAlive = false;
+      answer(res, 200, 'last');
+    });
+    const c = new Raw(s.port).send('GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\nCONNECT db:1 HTTP/1.1\r\nHost: db:1\r\n\r\n');
+    await c.untilClosed();
+    await sleep(50);
+    assert.deepEqual(seen, ['/a']);
+    assert.deepEqual(s.connects, []);
+    assert.deepEqual(c.statuses, [200]);
+  });
+});
+
 describe('Http1Server: limits, errors and handover', () => {
   it('answers 400, 431 and a Host-less HTTP/1.1 request with 400, then closes; counted once each', async () => {
     let requests = 0;

@@ -7,7 +7,8 @@
  *
  * - **Requests** are served one at a time per connection, in order: one pipelined behind a
  *   response in progress waits (its body, if any, kept) and the connection stops reading until
- *   its turn. A request whose headers announce a body (`Content-Length`, `Transfer-Encoding`)
+ *   its turn (a head begun meanwhile is not timed: the wait is ours). Requests behind a response
+ *   that closes the connection are never served. A request whose headers announce a body (`Content-Length`, `Transfer-Encoding`)
  *   has it as a `Readable` with backpressure (the connection stops reading while it is full);
  *   one without has none, and costs no stream.
  * - **Responses**: {@link Http1ServerResponse.writeHead} keeps the head until the first body
@@ -26,8 +27,9 @@
  * - **Limits**: a header block above `maxHeaderBytes` (431), one not complete `headersTimeoutMs`
  *   after the request's first byte (408), and parse errors (400; an oversized chunk extension
  *   413) are answered when no response is under way, then the connection closes. An idle
- *   connection closes after `keepAliveTimeoutMs`. Deadlines are checked every
- *   `checkIntervalMs` over all connections (no timer per request).
+ *   connection closes after `keepAliveTimeoutMs` (from the end of the last response, extended
+ *   while its bytes still move to a slow reader). Deadlines are checked every `checkIntervalMs`
+ *   over all connections (no timer per request), on a monotonic clock.
  * - **Strict parsing** (llhttp, no lenient flags): `Content-Length` with `Transfer-Encoding`,
  *   repeated or invalid `Content-Length`, bare LF, invalid characters are errors before a request
  *   exists. A `Transfer-Encoding` whose final coding is not chunked is the caller's to refuse.
@@ -125,6 +127,11 @@ function httpDate(): string {
     dateValue = new Date(now).toUTCString();
   }
   return dateValue;
+}
+
+/** The deadlines' clock: monotonic milliseconds (a wall-clock step must not open or close them). */
+function clock(): number {
+  return performance.now();
 }
 
 /** True when `name` (any case) is `lower`; only a name of the same length is lower-cased. */
@@ -408,10 +415,14 @@ class ServerConnection<C> {
   #thrown: unknown;
   /** A CONNECT request was parsed: the socket goes to its handler once `execute` returns. */
   #connect: Message | undefined;
-  /** When the current request's first byte came (0: not reading a head). */
+  /** When the current request's first byte came (0: not reading a head, or not reading at all). Times are {@link clock}'s. */
   headersSince: number;
+  /** The parser is inside a request's head. */
+  #inHead = true;
   /** When the connection became idle (0: not idle). */
   idleSince = 0;
+  /** What the socket had written when the idle deadline was last checked (a slow reader still taking the last response). */
+  #writtenAtCheck = -1;
   /** When a discarded body started to be discarded (0: none). */
   discardSince = 0;
   /** The client sent its FIN, or a response said close: no request after the current one. */
@@ -422,17 +433,24 @@ class ServerConnection<C> {
   #closeHandled = false;
   /** Inside the parser's `execute` (a handler's throw is handled once it returns). */
   #executing = false;
+  /** Inside {@link #next}: a response ending meanwhile sets {@link #nextAgain} instead of recursing. */
+  #inNext = false;
+  #nextAgain = false;
+  /** Our side is ending (the last response written). */
+  #ending = false;
 
   constructor(server: Http1Server<C>, socket: Duplex, ctx: C, maxHeaderBytes: number) {
     this.#server = server;
     this.socket = socket;
     this.ctx = ctx;
-    this.headersSince = Date.now();
+    this.headersSince = clock();
     this.#parser = createRequestParser(
       {
         begin: () => {
           this.idleSince = 0;
-          if (this.headersSince === 0) this.headersSince = Date.now();
+          this.#inHead = true;
+          // Not while paused: the wait is ours (resuming starts the clock).
+          if (this.headersSince === 0 && !this.#paused) this.headersSince = clock();
         },
         head: (method, url, headers, minor, keepAlive, upgrade) => this.#onHead(method, url, headers, minor, keepAlive, upgrade),
         body: (chunk) => this.#onBody(chunk),
@@ -493,8 +511,14 @@ class ServerConnection<C> {
 
   #onHead(method: string, url: string, headers: string[], minor: number, keepAlive: boolean, upgrade: boolean): void {
     this.headersSince = 0;
+    this.#inHead = false;
     const msg = new Message(method, url, headers, minor, keepAlive, upgrade);
     this.#parsing = msg;
+    if (this.closing || this.destroyed) {
+      // Behind a response that closes the connection (or after it closed): never served.
+      msg.discarding = true;
+      return;
+    }
     if (method === 'CONNECT') {
       // The socket becomes a tunnel: only when nothing else is under way.
       if (this.#active !== undefined) this.#thrown = new Error('CONNECT pipelined behind another request');
@@ -580,43 +604,64 @@ class ServerConnection<C> {
   responseEnded(msg: Message, res: Http1ServerResponse): void {
     if (!res.keepAlive) this.closing = true;
     res.closed();
-    if (msg.complete) {
-      this.#next();
-      return;
-    }
-    // The body is not wanted any more: read and dropped, within the deadline; or the connection
-    // closes now, when it is not kept.
-    msg.discarding = true;
+    // The body is not wanted any more: what it holds unread is let go (a reader that never came
+    // must not keep the connection paused).
     if (msg.bodyFull) {
       msg.bodyFull = false;
       this.#resumeIfFree();
     }
+    if (msg.complete) {
+      this.#next();
+      return;
+    }
+    // What is still to come of it is read and dropped, within the deadline; or the connection
+    // closes now, when it is not kept.
+    msg.discarding = true;
     if (this.closing) this.#endSocket();
-    else this.discardSince = Date.now();
+    else this.discardSince = clock();
   }
 
-  /** The active exchange is over both ways: the next request, or idle. */
+  /**
+   * The active exchange is over both ways: the next request, or idle. Iterative: requests
+   * answered as they start (pipelined denials) end inside {@link #start}, and would otherwise
+   * recurse once per request.
+   */
   #next(): void {
     this.#active = undefined;
-    if (this.closing) {
-      this.#endSocket();
+    if (this.#inNext) {
+      this.#nextAgain = true;
       return;
     }
-    const queue = this.#queue;
-    const next = queue?.shift();
-    if (next !== undefined) {
-      if (queue?.length === 0) this.#resumeIfFree();
-      this.#start(next);
-      return;
+    this.#inNext = true;
+    try {
+      do {
+        this.#nextAgain = false;
+        if (this.closing) {
+          this.#endSocket();
+          return;
+        }
+        const queue = this.#queue;
+        const next = queue?.shift();
+        if (next === undefined) {
+          this.#resumeIfFree();
+          if (this.headersSince === 0 && !this.#inHead) this.idleSince = clock();
+          return;
+        }
+        if (queue?.length === 0) this.#resumeIfFree();
+        this.#start(next);
+      } while (this.#nextAgain && this.#active === undefined);
+    } finally {
+      this.#inNext = false;
     }
-    if (this.headersSince === 0) this.idleSince = Date.now();
   }
 
   // --- the socket
 
+  /** Stops reading; a head begun is not timed meanwhile (the wait is ours). */
   #pause(): void {
     if (this.#paused) return;
     this.#paused = true;
+    this.headersSince = 0;
     this.socket.pause();
   }
 
@@ -625,6 +670,7 @@ class ServerConnection<C> {
     const parsing = this.#parsing;
     if (parsing?.bodyFull === true) return;
     this.#paused = false;
+    if (this.#inHead && this.headersSince === 0) this.headersSince = clock();
     this.socket.resume();
   }
 
@@ -636,10 +682,18 @@ class ServerConnection<C> {
   readonly #onEnd = (): void => {
     if (this.#done) return;
     this.closing = true;
-    // Idle: the connection ends. Otherwise the client is taken to be gone, as node's server
-    // does: what is under way is cancelled.
-    if (this.#active === undefined && this.#parsing === undefined && this.headersSince === 0) this.#endSocket();
-    else this.destroy();
+    // Nothing under way (idle, or only a body being discarded): the connection ends once its
+    // output has left. Otherwise the client is taken to be gone, as node's server does: what is
+    // under way is cancelled.
+    const active = this.#active;
+    const parsing = this.#parsing;
+    const busy =
+      (active !== undefined && active.res?.finished !== true) ||
+      (parsing !== undefined && parsing !== active && !parsing.discarding) ||
+      (this.#queue !== undefined && this.#queue.length > 0) ||
+      this.headersSince !== 0;
+    if (busy) this.destroy();
+    else this.#endSocket();
   };
 
   readonly #onError = (): void => {
@@ -662,10 +716,11 @@ class ServerConnection<C> {
     this.#parser.close();
   };
 
-  /** Ends the connection once what is written has left. */
+  /** Ends the connection once what is written has left (once). */
   #endSocket(): void {
     const socket = this.socket;
-    if (this.destroyed) return;
+    if (this.destroyed || this.#ending) return;
+    this.#ending = true;
     if (!socket.writable) {
       socket.destroy();
       return;
@@ -698,8 +753,12 @@ class ServerConnection<C> {
     this.#thrown = undefined;
     this.#done = true;
     if (this.destroyed) return;
-    this.#server.events.failed?.(err, this.ctx);
     this.destroy();
+    try {
+      this.#server.events.failed?.(err, this.ctx);
+    } catch {
+      // A hook that throws does not change how the connection ends.
+    }
   }
 
   /** A parse error or a deadline: answered when nothing is under way, then closed. */
@@ -736,7 +795,12 @@ class ServerConnection<C> {
     } else if (this.discardSince !== 0 && now - this.discardSince > this.#server.headersTimeoutMs) {
       this.destroy();
     } else if (this.idleSince !== 0 && now - this.idleSince > this.#server.keepAliveTimeoutMs) {
-      this.destroy();
+      // Idle from the end of the last response; while a slow reader is still taking it, not yet.
+      const written = (this.socket as { bytesWritten?: number }).bytesWritten ?? 0;
+      if (this.socket.writableLength > 0 && written !== this.#writtenAtCheck) {
+        this.#writtenAtCheck = written;
+        this.idleSince = now;
+      } else this.destroy();
     }
   }
 }
@@ -817,7 +881,7 @@ export class Http1Server<C> {
   }
 
   #check(): void {
-    const now = Date.now();
+    const now = clock();
     for (const c of this.#conns) c.check(now);
   }
 

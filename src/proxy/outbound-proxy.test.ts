@@ -272,6 +272,17 @@ describe('OutboundProxy: absolute-form HTTP/1', () => {
     assert.equal(t.trailers['x-checksum'], 'abc123');
   });
 
+  it('answers Expect: 100-continue before the body, and then relays it', async () => {
+    const s = track(netConnect({ host: HOST, port }));
+    s.write(`POST http://${SVC('server')}/upload HTTP/1.1\r\nHost: ${SVC('server')}\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n`);
+    const interim = await readUntil(s, (t) => t.includes('\r\n\r\n'));
+    assert.match(interim, /^HTTP\/1\.1 100 Continue\r\n\r\n$/);
+    s.write('hello');
+    const text = await readUntil(s, (t) => t.endsWith('hello /upload hello'));
+    assert.match(text, /^HTTP\/1\.1 200 /);
+    s.destroy();
+  });
+
   it('reuses its mesh connection: 50 sequential requests (every fifth a HEAD), at most 2 handshakes', async () => {
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
     agents.push(agent);

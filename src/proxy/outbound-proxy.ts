@@ -496,6 +496,8 @@ export class OutboundProxy {
     const done = this.#load.startRequest(this.#key(ep));
     const protocol = this.#protocolFor(ep, 'http1') === 'opaque' ? 'opaque' : 'http1';
     const pool = this.#connector.pool1(ep, protocol);
+    // The client waits for this before its body (the endpoint's own 100 is not relayed).
+    if (req.expectsContinue) res.writeContinue();
     relayHttp1(
       pool,
       req,
