@@ -98,10 +98,17 @@ function isHeader(name: string, lower: string): boolean {
   return name.length === lower.length && name.toLowerCase() === lower;
 }
 
+/** The last `Keep-Alive` value read and its hint: an upstream sends the same one on every response. */
+let lastHintValue = '';
+let lastHintMs: number | undefined;
+
 /** The `timeout` of a `Keep-Alive` header value in ms, or undefined. */
 function keepAliveHintMs(value: string): number | undefined {
+  if (value === lastHintValue) return lastHintMs;
   const m = /(?:^|[\s,;])timeout\s*=\s*(\d{1,9})/i.exec(value);
-  return m === null ? undefined : Number(m[1]) * 1000;
+  lastHintValue = value;
+  lastHintMs = m === null ? undefined : Number(m[1]) * 1000;
+  return lastHintMs;
 }
 
 /** Whether a response's connection persists by its version and `Connection` header (RFC 9112 §9.3). */

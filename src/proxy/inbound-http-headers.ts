@@ -64,7 +64,13 @@ export function connectionTokens(raw: readonly string[]): Set<string> | undefine
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const name = raw[i] as string;
     if (name.length !== 10 || name.toLowerCase() !== 'connection') continue;
-    for (const t of (raw[i + 1] as string).split(',')) {
+    const value = raw[i + 1] as string;
+    // The usual values name no header: no split.
+    if (value.length === 10 || value.length === 5) {
+      const v = value.toLowerCase();
+      if (v === 'keep-alive' || v === 'close') continue;
+    }
+    for (const t of value.split(',')) {
       const token = t.trim().toLowerCase();
       // `Connection: host` must not make the application see another host than the policy did.
       if (token === '' || token === 'host' || token === 'keep-alive' || token === 'close') continue;
