@@ -3,6 +3,7 @@
 export * from './admin-server.js';
 export * from './client-hello.js';
 export * from './detect-http.js';
+export { settleHeapWhenQuiet } from './heap-settle.js';
 export * from './identity-bootstrap.js';
 export * from './inbound-http.js';
 export * from './inbound-proxy.js';

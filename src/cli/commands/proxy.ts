@@ -42,6 +42,7 @@ import {
   type ProxyInboundPort,
   type ProxyOutboundOptions,
   type RunningProxy,
+  settleHeapWhenQuiet,
   startProxy,
 } from '../../proxy/index.js';
 import { createLogger, errorMessage, hasCode, installLeanAsyncBind } from '../../shared/index.js';
@@ -342,7 +343,21 @@ export async function runProxy(flags: ProxyFlags, io: CliIo, signals: AbortSigna
   const served = p.inbound.map((i) => `${i.podPort}@${i.listenPort}->${i.appHost.includes(':') ? `[${i.appHost}]` : i.appHost}:${i.appPort}`).join(', ');
   const outboundNote = (p.outbound === undefined ? '' : `, outbound :${p.outbound}`) + (transparent ? ', transparent' : '');
   io.err(`ward proxy ready: identity ${running.identity}, mesh :${p.mesh}, admin :${p.admin}, inbound ${served === '' ? 'none' : served}${outboundNote}\n`);
+  // Once ready and quiet, the garbage of the start is given back (heap-settle).
+  let settle: { stop(): void } | undefined;
+  running.ready().then(
+    () => {
+      settle = settleHeapWhenQuiet({
+        done: (err) => {
+          if (err !== undefined) logger.warn({ err: errorMessage(err) }, 'heap settle failed');
+          else logger.debug({ rssMb: Math.round(process.memoryUsage.rss() / 104857.6) / 10 }, 'heap settled');
+        },
+      });
+    },
+    () => {},
+  );
   await untilStopped(signals);
+  settle?.stop();
   logger.info('shutting down');
   await running.close();
   logger.flush();
