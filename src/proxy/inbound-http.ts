@@ -56,7 +56,6 @@
  *   once, when its exchange is over — the relayed status, the `grpc-status` of the headers or the
  *   trailers, or why it failed (`h2(<REASON>)` for an HTTP/2 reset, else the proxy's reason).
  */
-
 import type { Duplex } from 'node:stream';
 import {
   authorizeRequest,
