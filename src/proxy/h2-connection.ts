@@ -1271,16 +1271,28 @@ export function detached(chunk: Buffer): Buffer {
 }
 
 /**
+ * Bytes a socket has yet to hand to the kernel, for telling whether a slow reader still takes
+ * them: the stream's `writableLength` counts a write request whole until it completes (and node
+ * hands everything buffered to the handle as one), so it stands still while a large write
+ * drains; the handle's `writeQueueSize` (libuv's, or TLS's) goes down as it does.
+ */
+export function unsentBytes(socket: Duplex): number {
+  if (socket.writableLength === 0) return 0;
+  const queued = (socket as { _handle?: { writeQueueSize?: unknown } | null })._handle?.writeQueueSize;
+  return typeof queued === 'number' ? queued : socket.writableLength;
+}
+
+/**
  * After `end()`: a peer that never reads (or never closes its side) must not hold the socket, but
  * one that is still reading what was buffered for it gets it (see {@link LINGER_STALL_MS}).
  */
-function lingerThenDestroy(socket: Duplex): void {
+export function lingerThenDestroy(socket: Duplex): void {
   const started = Date.now();
-  let left = socket.writableLength;
+  let left = unsentBytes(socket);
   let stalled = 0;
   const check = (): void => {
     if (socket.destroyed) return;
-    const now = socket.writableLength;
+    const now = unsentBytes(socket);
     stalled = now > 0 && now >= left ? stalled + LINGER_STEP_MS : 0;
     if (now === 0 || stalled >= LINGER_STALL_MS || Date.now() - started >= LINGER_MAX_MS) {
       socket.destroy();

@@ -50,6 +50,23 @@ describe('heap settle', () => {
     assert.equal(collected, 0);
   });
 
+  it('reports a collection that throws at once, never out of its timer', async () => {
+    let reported: unknown;
+    settleHeapWhenQuiet({
+      tickMs: 20,
+      quietTicks: 1,
+      cpuMicros: () => 0,
+      collect: () => {
+        throw new Error('no inspector');
+      },
+      done: (err) => {
+        reported = err;
+      },
+    });
+    await sleep(100);
+    assert.match(String(reported), /no inspector/);
+  });
+
   it('gives the garbage of a start back: the heap shrinks, and the process goes on', async () => {
     let garbage: object[] | null = [];
     for (let i = 0; i < 300_000; i++) garbage.push({ i, s: `x${i}`, a: [i] });

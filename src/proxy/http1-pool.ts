@@ -94,7 +94,7 @@ const MAX_HEADER_BYTES = 16 * 1024;
 const BODY_METHODS: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH', 'QUERY']);
 
 /** True when `name` (any case) is `lower`; only a name of the same length is lower-cased. */
-function isHeader(name: string, lower: string): boolean {
+export function isHeader(name: string, lower: string): boolean {
   return name.length === lower.length && name.toLowerCase() === lower;
 }
 

@@ -443,6 +443,79 @@ describe('Http1Server: connection state (from a review)', () => {
   });
 });
 
+describe('Http1Server: slow readers (from a second review)', () => {
+  /** Read slowly: a few seconds at one chunk per 5 ms (the kernel's buffers take a few MB of it). */
+  const SIZE = 16 * 1024 * 1024;
+  /** The response, written at once in 64 KiB pieces (as a relay's reads come); what the socket cannot take waits in it. */
+  const big = (res: Http1ServerResponse, size = SIZE): void => {
+    res.writeHead(200, undefined, ['content-length', String(size)]);
+    const piece = Buffer.alloc(64 * 1024, 0x63);
+    for (let sent = 0; sent < size; sent += piece.length) res.write(piece.subarray(0, Math.min(piece.length, size - sent)));
+    res.end();
+  };
+  /** Reads the socket one chunk (at most 64 KiB) every 5 ms; resolves with the body length once `SIZE` bytes after the head arrived, or at close. */
+  const drainSlowly = (c: Raw, size = SIZE): Promise<number> =>
+    new Promise((resolve) => {
+      let total = 0;
+      let headEnd = -1;
+      c.socket.removeAllListeners('data');
+      c.socket.on('data', (d: string) => {
+        if (headEnd < 0) {
+          c.text += d;
+          headEnd = c.text.indexOf('\r\n\r\n');
+          if (headEnd >= 0) total = c.text.length - headEnd - 4;
+        } else total += d.length;
+        if (total >= size) {
+          resolve(total);
+          return;
+        }
+        c.socket.pause();
+        setTimeout(() => c.socket.resume(), 5);
+      });
+      c.socket.once('end', () => resolve(total));
+      c.socket.once('close', () => resolve(total));
+      c.socket.resume();
+    });
+
+  it('keeps a kept connection while a slow reader still takes the last response, past the idle deadline', async () => {
+    // Long enough for the kernel's buffer to drain a third (when more is written) between checks.
+    const size = 2 * SIZE;
+    const s = await serve((_req, res) => big(res, size), { keepAliveTimeoutMs: 1000 });
+    const c = new Raw(s.port);
+    c.socket.pause();
+    c.send('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+    const t0 = Date.now();
+    const got = await within(drainSlowly(c, size), 30_000, 'the slow read');
+    assert.equal(got, size, 'every byte');
+    assert.ok(Date.now() - t0 > 2000, `read slowly (${Date.now() - t0} ms), past twice the idle deadline`);
+    c.socket.destroy();
+  });
+
+  it('delivers a response to a slow reader after its FIN while its body was being discarded', async () => {
+    const s = await serve((_req, res) => big(res), { headersTimeoutMs: 200 });
+    const c = new Raw(s.port);
+    c.socket.pause();
+    c.send('POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n12345');
+    await sleep(100);
+    c.socket.end();
+    await sleep(500);
+    const got = await within(drainSlowly(c), 30_000, 'the slow read');
+    assert.equal(got, SIZE, 'every byte, past the discarded body deadline');
+  });
+
+  it('lets go of a closing connection whose peer stops reading (linger bounds)', async () => {
+    // More than the kernel's buffers take: the rest waits in the socket.
+    const s = await serve((_req, res) => big(res, 64 * 1024 * 1024));
+    const c = new Raw(s.port);
+    c.socket.pause();
+    c.send('GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    await waitFor(() => s.sockets.length === 1, 'the connection');
+    const server = s.sockets[0] as Socket;
+    await waitFor(() => server.destroyed, 'the server to let go of a peer that never reads', 12_000);
+    c.socket.destroy();
+  });
+});
+
 describe('Http1Server: limits, errors and handover', () => {
   it('answers 400, 431 and a Host-less HTTP/1.1 request with 400, then closes; counted once each', async () => {
     let requests = 0;

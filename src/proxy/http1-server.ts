@@ -43,7 +43,9 @@
  */
 import { STATUS_CODES } from 'node:http';
 import { type Duplex, Readable } from 'node:stream';
+import { lingerThenDestroy, unsentBytes } from './h2-connection.js';
 import { createRequestParser, type RequestParser } from './http1-parser.js';
+import { isHeader } from './http1-pool.js';
 
 /** A request, as the server hands it over. */
 export interface Http1ServerRequest {
@@ -132,11 +134,6 @@ function httpDate(): string {
 /** The deadlines' clock: monotonic milliseconds (a wall-clock step must not open or close them). */
 function clock(): number {
   return performance.now();
-}
-
-/** True when `name` (any case) is `lower`; only a name of the same length is lower-cased. */
-function isHeader(name: string, lower: string): boolean {
-  return name.length === lower.length && name.toLowerCase() === lower;
 }
 
 /** A request being read, answered, or waiting its turn. */
@@ -421,8 +418,8 @@ class ServerConnection<C> {
   #inHead = true;
   /** When the connection became idle (0: not idle). */
   idleSince = 0;
-  /** What the socket had written when the idle deadline was last checked (a slow reader still taking the last response). */
-  #writtenAtCheck = -1;
+  /** What the socket still had to send when the idle deadline was last checked (a slow reader still taking the last response). */
+  #leftAtCheck = -1;
   /** When a discarded body started to be discarded (0: none). */
   discardSince = 0;
   /** The client sent its FIN, or a response said close: no request after the current one. */
@@ -504,7 +501,7 @@ class ServerConnection<C> {
         return;
       }
       // Stopped after an upgrade request that is served as HTTP/1: the rest is the next request.
-      if (r >= data.length || this.destroyed) return;
+      if (r >= data.length || this.destroyed || this.#done) return;
       data = data.subarray(r);
     }
   };
@@ -636,6 +633,7 @@ class ServerConnection<C> {
     try {
       do {
         this.#nextAgain = false;
+        if (this.destroyed) return;
         if (this.closing) {
           this.#endSocket();
           return;
@@ -649,7 +647,7 @@ class ServerConnection<C> {
         }
         if (queue?.length === 0) this.#resumeIfFree();
         this.#start(next);
-      } while (this.#nextAgain && this.#active === undefined);
+      } while (this.#nextAgain && this.#active === undefined && !this.destroyed);
     } finally {
       this.#inNext = false;
     }
@@ -657,11 +655,10 @@ class ServerConnection<C> {
 
   // --- the socket
 
-  /** Stops reading; a head begun is not timed meanwhile (the wait is ours). */
+  /** Stops reading; a head begun meanwhile is not timed (the wait is ours: see `begin`). */
   #pause(): void {
     if (this.#paused) return;
     this.#paused = true;
-    this.headersSince = 0;
     this.socket.pause();
   }
 
@@ -716,16 +713,25 @@ class ServerConnection<C> {
     this.#parser.close();
   };
 
-  /** Ends the connection once what is written has left (once). */
+  /**
+   * Ends the connection once what is written has left (once): nothing more is read, and no
+   * deadline of a request applies; a peer that stops reading what is left is cut off by the
+   * linger bounds (h2-connection's `lingerThenDestroy`).
+   */
   #endSocket(): void {
     const socket = this.socket;
     if (this.destroyed || this.#ending) return;
     this.#ending = true;
+    this.#done = true;
+    this.headersSince = 0;
+    this.discardSince = 0;
+    this.idleSince = 0;
     if (!socket.writable) {
       socket.destroy();
       return;
     }
     socket.end(() => socket.destroy());
+    lingerThenDestroy(socket);
   }
 
   #handOver(msg: Message, head: Buffer): void {
@@ -784,6 +790,7 @@ class ServerConnection<C> {
     this.socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status as number] ?? ''}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n`, () =>
       this.socket.destroy(),
     );
+    lingerThenDestroy(this.socket);
   }
 
   /** From the server's periodic check. */
@@ -795,10 +802,11 @@ class ServerConnection<C> {
     } else if (this.discardSince !== 0 && now - this.discardSince > this.#server.headersTimeoutMs) {
       this.destroy();
     } else if (this.idleSince !== 0 && now - this.idleSince > this.#server.keepAliveTimeoutMs) {
-      // Idle from the end of the last response; while a slow reader is still taking it, not yet.
-      const written = (this.socket as { bytesWritten?: number }).bytesWritten ?? 0;
-      if (this.socket.writableLength > 0 && written !== this.#writtenAtCheck) {
-        this.#writtenAtCheck = written;
+      // Idle from the end of the last response; while a slow reader is still taking it (what is
+      // left to send goes down), not yet.
+      const left = unsentBytes(this.socket);
+      if (left > 0 && (this.#leftAtCheck < 0 || left < this.#leftAtCheck)) {
+        this.#leftAtCheck = left;
         this.idleSince = now;
       } else this.destroy();
     }

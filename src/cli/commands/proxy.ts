@@ -345,8 +345,10 @@ export async function runProxy(flags: ProxyFlags, io: CliIo, signals: AbortSigna
   io.err(`ward proxy ready: identity ${running.identity}, mesh :${p.mesh}, admin :${p.admin}, inbound ${served === '' ? 'none' : served}${outboundNote}\n`);
   // Once ready and quiet, the garbage of the start is given back (heap-settle).
   let settle: { stop(): void } | undefined;
+  let stopping = false;
   running.ready().then(
     () => {
+      if (stopping) return;
       settle = settleHeapWhenQuiet({
         done: (err) => {
           if (err !== undefined) logger.warn({ err: errorMessage(err) }, 'heap settle failed');
@@ -357,6 +359,7 @@ export async function runProxy(flags: ProxyFlags, io: CliIo, signals: AbortSigna
     () => {},
   );
   await untilStopped(signals);
+  stopping = true;
   settle?.stop();
   logger.info('shutting down');
   await running.close();
