@@ -642,7 +642,11 @@ class ServerConnection<C> {
         const next = queue?.shift();
         if (next === undefined) {
           this.#resumeIfFree();
-          if (this.headersSince === 0 && !this.#inHead) this.idleSince = clock();
+          if (this.headersSince === 0 && !this.#inHead) {
+            this.idleSince = clock();
+            // A new idle period: what an earlier one saw left to send says nothing now.
+            this.#leftAtCheck = -1;
+          }
           return;
         }
         if (queue?.length === 0) this.#resumeIfFree();
