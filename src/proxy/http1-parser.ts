@@ -38,7 +38,7 @@ interface NativeParserClass {
 const require = createRequire(import.meta.url);
 const { HTTPParser, methods } = require('node:_http_common') as { HTTPParser: NativeParserClass; methods: readonly string[] };
 
-/** What a {@link ResponseParser} reports. Callbacks run inside `execute` / `finish`. */
+/** What a response parser ({@link createResponseParser}) reports. Callbacks run inside `execute` / `finish`. */
 export interface ResponseEvents {
   /** A message starts (a 1xx, the response, or bytes after it). */
   begin(): void;
@@ -54,11 +54,19 @@ export interface ResponseEvents {
   complete(trailers: string[]): void;
 }
 
-/** A strict HTTP/1 response parser. */
-export interface ResponseParser {
-  /** Parses `data`: the byte count, or the parse error (an `Error` with an `HPE_*` `code`). */
+/** A strict HTTP/1 parser, of requests or of responses. */
+export interface Http1Parser {
+  /**
+   * Parses `data`: the byte count, or the parse error (an `Error` with an `HPE_*` `code`). A
+   * request parser's count short of `data.length` without an error: it stopped after an upgrade
+   * request's head (the rest is another protocol, or for an upgrade that is declined, the next
+   * request: parse it with another `execute`).
+   */
   execute(data: Buffer): number | Error;
-  /** The connection ended: completes a body delimited by the close, or the error for a truncated message. */
+  /**
+   * The connection ended: completes a response body delimited by the close; the error for a
+   * message cut short, else undefined.
+   */
   finish(): Error | undefined;
   /** Frees the native parser; never from one of its callbacks. */
   close(): void;
@@ -133,7 +141,7 @@ function nativeParser(
 }
 
 /** The surface of a wired native parser. */
-function surface(parser: NativeParser): ResponseParser & RequestParser {
+function surface(parser: NativeParser): Http1Parser {
   return {
     execute: (data) => parser.execute(data),
     finish: () => parser.finish() ?? undefined,
@@ -142,7 +150,7 @@ function surface(parser: NativeParser): ResponseParser & RequestParser {
 }
 
 /** A response parser reporting to `events`; header blocks above `maxHeaderBytes` are an error (`HPE_HEADER_OVERFLOW`). */
-export function createResponseParser(events: ResponseEvents, maxHeaderBytes: number): ResponseParser {
+export function createResponseParser(events: ResponseEvents, maxHeaderBytes: number): Http1Parser {
   return surface(
     nativeParser(
       HTTPParser.RESPONSE,
@@ -156,7 +164,7 @@ export function createResponseParser(events: ResponseEvents, maxHeaderBytes: num
   );
 }
 
-/** What a {@link RequestParser} reports. Callbacks run inside `execute` / `finish`. */
+/** What a request parser ({@link createRequestParser}) reports. Callbacks run inside `execute` / `finish`. */
 export interface RequestEvents {
   /** A request starts (its first byte). */
   begin(): void;
@@ -172,23 +180,8 @@ export interface RequestEvents {
   complete(trailers: string[]): void;
 }
 
-/** A strict HTTP/1 request parser. */
-export interface RequestParser {
-  /**
-   * Parses `data`: the byte count, or the parse error (an `Error` with an `HPE_*` `code`). A
-   * count short of `data.length` without an error: the parser stopped after an upgrade request's
-   * head (the rest is another protocol, or for an upgrade that is declined, the next request:
-   * parse it with another `execute`).
-   */
-  execute(data: Buffer): number | Error;
-  /** The connection ended: the error for a request cut short, else undefined. */
-  finish(): Error | undefined;
-  /** Frees the native parser; never from one of its callbacks. */
-  close(): void;
-}
-
 /** A request parser reporting to `events`; header blocks above `maxHeaderBytes` are an error (`HPE_HEADER_OVERFLOW`). */
-export function createRequestParser(events: RequestEvents, maxHeaderBytes: number): RequestParser {
+export function createRequestParser(events: RequestEvents, maxHeaderBytes: number): Http1Parser {
   return surface(
     nativeParser(
       HTTPParser.REQUEST,

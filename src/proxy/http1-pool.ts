@@ -32,7 +32,7 @@
 import { connect as connectTcp } from 'node:net';
 import type { Duplex, Readable } from 'node:stream';
 import { MeshError } from '../shared/index.js';
-import { createResponseParser, type ResponseParser } from './http1-parser.js';
+import { createResponseParser, type Http1Parser } from './http1-parser.js';
 
 /** A request for {@link Http1Pool.dispatch}. */
 export interface Http1PoolRequest {
@@ -94,7 +94,7 @@ const MAX_HEADER_BYTES = 16 * 1024;
 const BODY_METHODS: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH', 'QUERY']);
 
 /** True when `name` (any case) is `lower`; only a name of the same length is lower-cased. */
-export function isHeader(name: string, lower: string): boolean {
+function isHeader(name: string, lower: string): boolean {
   return name.length === lower.length && name.toLowerCase() === lower;
 }
 
@@ -160,7 +160,7 @@ interface Referable {
 class Connection {
   readonly socket: Duplex;
   readonly #pool: Http1Pool;
-  readonly #parser: ResponseParser;
+  readonly #parser: Http1Parser;
   /** The exchange on it (busy), or undefined (idle). */
   exchange: Exchange | undefined;
   /** When it became idle (Date.now()). */

@@ -44,8 +44,7 @@
 import { STATUS_CODES } from 'node:http';
 import { type Duplex, Readable } from 'node:stream';
 import { lingerThenDestroy, unsentBytes } from './h2-connection.js';
-import { createRequestParser, type RequestParser } from './http1-parser.js';
-import { isHeader } from './http1-pool.js';
+import { createRequestParser, type Http1Parser } from './http1-parser.js';
 
 /** A request, as the server hands it over. */
 export interface Http1ServerRequest {
@@ -148,6 +147,10 @@ class Message implements Http1ServerRequest {
   complete = false;
   /** llhttp's verdict: the client keeps the connection after this request. */
   readonly keepAlive: boolean;
+  /** Its headers announce a body (`Content-Length`, even 0, or `Transfer-Encoding`). */
+  readonly announcesBody: boolean;
+  /** It has a `Host` header. */
+  readonly hasHost: boolean;
   /** The body is no longer wanted (its response ended): what comes is dropped. */
   discarding = false;
   /** The body's reader is full: the connection waits for it to read. */
@@ -161,19 +164,21 @@ class Message implements Http1ServerRequest {
     this.minorVersion = minor;
     this.keepAlive = keepAlive;
     this.upgrade = upgrade;
+    // One pass over the headers for what the server needs of them.
     let expects = false;
     let announces = false;
+    let host = false;
     for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
       const name = rawHeaders[i] as string;
       const n = name.length;
-      if (n === 6 && minor === 1 && name.toLowerCase() === 'expect' && (rawHeaders[i + 1] as string).toLowerCase() === '100-continue') expects = true;
+      if (n === 4 && name.toLowerCase() === 'host') host = true;
+      else if (n === 6 && minor === 1 && name.toLowerCase() === 'expect' && (rawHeaders[i + 1] as string).toLowerCase() === '100-continue') expects = true;
       else if ((n === 14 && name.toLowerCase() === 'content-length') || (n === 17 && name.toLowerCase() === 'transfer-encoding')) announces = true;
     }
     this.expectsContinue = expects;
     this.announcesBody = announces;
+    this.hasHost = host;
   }
-
-  readonly announcesBody: boolean;
 }
 
 /**
@@ -401,7 +406,7 @@ class ServerConnection<C> {
   readonly socket: Duplex;
   readonly ctx: C;
   readonly #server: Http1Server<C>;
-  readonly #parser: RequestParser;
+  readonly #parser: Http1Parser;
   /** The request being parsed (its head seen), until its end. */
   #parsing: Message | undefined;
   /** The request being answered. */
@@ -581,7 +586,7 @@ class ServerConnection<C> {
     const res = new Http1ServerResponse(this as ServerConnection<unknown>, msg);
     msg.res = res;
     const server = this.#server;
-    if (server.requireHost && msg.minorVersion === 1 && !hasHost(msg.rawHeaders)) {
+    if (server.requireHost && msg.minorVersion === 1 && !msg.hasHost) {
       res.keepAlive = false;
       server.reportClientError('HPE_MISSING_HOST', 400, this.ctx);
       res.writeHead(400, undefined, ['content-length', '0']);
@@ -815,11 +820,6 @@ class ServerConnection<C> {
       } else this.destroy();
     }
   }
-}
-
-function hasHost(raw: readonly string[]): boolean {
-  for (let i = 0; i < raw.length; i += 2) if (isHeader(raw[i] as string, 'host')) return true;
-  return false;
 }
 
 /**
