@@ -32,7 +32,9 @@
  *   over all connections (no timer per request), on a monotonic clock.
  * - **Strict parsing** (llhttp, no lenient flags): `Content-Length` with `Transfer-Encoding`,
  *   repeated or invalid `Content-Length`, bare LF, invalid characters are errors before a request
- *   exists. A `Transfer-Encoding` whose final coding is not chunked is the caller's to refuse.
+ *   exists. So is a `Transfer-Encoding` whose final coding is not chunked (RFC 9112 §6.3: the
+ *   body's length is unknowable), which llhttp reports only after the head: it is refused here,
+ *   400 and close, before any handler sees it, for every user of the server.
  * - **CONNECT** hands the socket over (`connect`, with the bytes after the head); another
  *   upgrade (`Upgrade` with `Connection: upgrade`) is served as a plain request, its `upgrade`
  *   set: declining it is the caller's (the next request is parsed as HTTP/1).
@@ -151,6 +153,8 @@ class Message implements Http1ServerRequest {
   readonly announcesBody: boolean;
   /** It has a `Host` header. */
   readonly hasHost: boolean;
+  /** Its `Transfer-Encoding` (all of them, in order) does not end with `chunked`: its body cannot be delimited. */
+  readonly unframed: boolean;
   /** The body is no longer wanted (its response ended): what comes is dropped. */
   discarding = false;
   /** The body's reader is full: the connection waits for it to read. */
@@ -168,16 +172,23 @@ class Message implements Http1ServerRequest {
     let expects = false;
     let announces = false;
     let host = false;
+    let lastCoding: string | undefined;
     for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
       const name = rawHeaders[i] as string;
       const n = name.length;
       if (n === 4 && name.toLowerCase() === 'host') host = true;
       else if (n === 6 && minor === 1 && name.toLowerCase() === 'expect' && (rawHeaders[i + 1] as string).toLowerCase() === '100-continue') expects = true;
-      else if ((n === 14 && name.toLowerCase() === 'content-length') || (n === 17 && name.toLowerCase() === 'transfer-encoding')) announces = true;
+      else if (n === 14 && name.toLowerCase() === 'content-length') announces = true;
+      else if (n === 17 && name.toLowerCase() === 'transfer-encoding') {
+        announces = true;
+        const value = rawHeaders[i + 1] as string;
+        lastCoding = value.slice(value.lastIndexOf(',') + 1);
+      }
     }
     this.expectsContinue = expects;
     this.announcesBody = announces;
     this.hasHost = host;
+    this.unframed = lastCoding !== undefined && lastCoding.trim().toLowerCase() !== 'chunked';
   }
 }
 
@@ -417,6 +428,8 @@ class ServerConnection<C> {
   #thrown: unknown;
   /** A CONNECT request was parsed: the socket goes to its handler once `execute` returns. */
   #connect: Message | undefined;
+  /** A request head was refused (its framing): answered once `execute` returns, with this code. */
+  #refused: string | undefined;
   /** When the current request's first byte came (0: not reading a head, or not reading at all). Times are {@link clock}'s. */
   headersSince: number;
   /** The parser is inside a request's head. */
@@ -494,6 +507,11 @@ class ServerConnection<C> {
         this.#fail(this.#thrown);
         return;
       }
+      if (this.#refused !== undefined) {
+        // Whatever llhttp made of the bytes after the refused head, none of it is read.
+        this.#clientError(this.#refused, false);
+        return;
+      }
       if (typeof r !== 'number') {
         // After the last response (the connection ending), what follows is not read: no error.
         if (this.closing && this.#active?.res?.finished !== false) this.#done = true;
@@ -519,6 +537,12 @@ class ServerConnection<C> {
     if (this.closing || this.destroyed) {
       // Behind a response that closes the connection (or after it closed): never served.
       msg.discarding = true;
+      return;
+    }
+    if (msg.unframed) {
+      // llhttp fails such a request only after this callback: it must not start meanwhile.
+      msg.discarding = true;
+      this.#refused = 'HPE_INVALID_TRANSFER_ENCODING';
       return;
     }
     if (method === 'CONNECT') {
