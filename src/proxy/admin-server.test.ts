@@ -1,15 +1,32 @@
 /**
  * The admin server over real sockets on 127.0.0.1: every request is authorized by the port-4191
- * policy (or the fallback before one arrives), probes and endpoints answer as documented. Clients
- * connect from 127.0.0.2 so that the proxy-added `default:localhost` does not admit them.
+ * policy (or the fallback before one arrives), probes and endpoints answer as documented; mesh
+ * TLS to the proxy's name is terminated and its requests are authorized with the client's
+ * identity, plaintext is served alongside. Clients connect from 127.0.0.2 so that the
+ * proxy-added `default:localhost` does not admit them.
  */
 import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
+import { connect as http2Connect } from 'node:http2';
+import { connect as netConnect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { type Authorization, type CompiledServer, compileServer, defaultMeta, type InboundServer } from '../core/index.js';
-import { ADMIN_POLICY_PORT, AdminServer } from './admin-server.js';
+import { connect as tlsConnect } from 'node:tls';
+import {
+  ALL_NETWORKS,
+  type Authorization,
+  type CompiledServer,
+  compileServer,
+  DEFAULT_HTTP_ROUTE,
+  defaultMeta,
+  type InboundServer,
+  probeRoute,
+} from '../core/index.js';
+import type { WorkloadCertificate } from '../identity/index.js';
+import { ADMIN_POLICY_PORT, ADMIN_PROBE_PATHS, AdminServer } from './admin-server.js';
+import { mkTestMesh, TempDirs, within } from './identity-test-helpers.js';
 import { MetricsRegistry } from './metric-cells.js';
 import { InboundMetrics } from './metrics-inbound.js';
+import { MeshTlsContext } from './tls-context.js';
 
 const HOST = '127.0.0.1';
 const FROM = '127.0.0.2';
@@ -162,5 +179,191 @@ describe('AdminServer', () => {
   it('fails to start on a port in use, with ERR_ADMIN_LISTEN', async () => {
     const other = new AdminServer({ host: HOST, port, policies: { current: () => undefined }, isReady: () => true, registry, debugPolicies: () => null });
     await assert.rejects(other.start(), (e: unknown) => (e as { code?: string }).code === 'ERR_ADMIN_LISTEN');
+  });
+});
+
+describe('AdminServer with mesh TLS', () => {
+  const dirs = new TempDirs();
+  const policies = new Map<number, CompiledServer>();
+  const registry = new MetricsRegistry();
+  const metrics = new InboundMetrics({ registry, targetIp: HOST });
+  let admin: AdminServer;
+  let port: number;
+  let proxyId: string;
+  let scraper: WorkloadCertificate;
+  let other: WorkloadCertificate;
+
+  /** The admin policy of a pod whose only authorization admits the scraper's identity; probes from anywhere. */
+  function meshOnly(identity: string): InboundServer {
+    return {
+      meta: { group: 'policy.linkerd.io', kind: 'server', name: 'linkerd-admin' },
+      protocol: { kind: 'detect', timeoutMs: 10_000, httpRoutes: [DEFAULT_HTTP_ROUTE, probeRoute(ADMIN_PROBE_PATHS, ALL_NETWORKS)] },
+      authorizations: [
+        {
+          meta: { group: 'policy.linkerd.io', kind: 'authorizationpolicy', name: 'admin-scraper' },
+          networks: ALL_NETWORKS,
+          authentication: { kind: 'tlsAuthenticated', identities: [identity], suffixes: [] },
+        },
+      ],
+    };
+  }
+
+  /** GET over mesh TLS to the proxy's name (SNI `sni`), HTTP/1.1. */
+  function meshGet(cert: WorkloadCertificate, path: string, sni = proxyId): Promise<Reply | 'closed'> {
+    const ctx = new MeshTlsContext(cert, mesh.anchorsPem);
+    return new Promise((resolve, reject) => {
+      const req = httpRequest(
+        {
+          host: HOST,
+          port,
+          path,
+          // No agent: an agent (even `agent: false`) dials with its own createConnection.
+          createConnection: () => tlsConnect({ ...ctx.clientOptions(sni), host: HOST, port, localAddress: FROM }),
+        },
+        (res) => {
+          let body = '';
+          res.setEncoding('utf8');
+          res.on('data', (c: string) => {
+            body += c;
+          });
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body, headers: res.headers }));
+        },
+      );
+      req.on('error', (e: NodeJS.ErrnoException) =>
+        e.code === 'ECONNRESET' || e.code === 'ERR_TLS_CERT_ALTNAME_INVALID' || /socket hang up|disconnected/.test(e.message) ? resolve('closed') : reject(e),
+      );
+      req.setTimeout(5000, () => req.destroy(new Error(`timeout on ${path}`)));
+      req.end();
+    });
+  }
+
+  let mesh: Awaited<ReturnType<typeof mkTestMesh>>;
+
+  before(async () => {
+    mesh = await mkTestMesh(dirs);
+    const server = await mesh.issue('emojivoto', 'web');
+    [scraper, other] = await Promise.all([mesh.issue('monitoring', 'prometheus'), mesh.issue('monitoring', 'other')]);
+    proxyId = server.identity;
+    policies.set(ADMIN_POLICY_PORT, compileServer(meshOnly(scraper.identity)));
+    admin = new AdminServer({
+      host: HOST,
+      port: 0,
+      policies: { current: (p) => policies.get(p) },
+      isReady: () => true,
+      registry,
+      debugPolicies: () => null,
+      identity: proxyId,
+      tls: new MeshTlsContext(server, mesh.anchorsPem),
+      detectTimeoutMs: 2000,
+      metrics: metrics.hooks,
+    });
+    port = await admin.start();
+  });
+
+  after(async () => {
+    await admin.close();
+    dirs.cleanup();
+  });
+
+  it('authorizes mesh TLS requests by the client identity, and serves plaintext alongside', async () => {
+    const scrape = await meshGet(scraper, '/metrics');
+    assert.ok(scrape !== 'closed');
+    assert.equal(scrape.status, 200);
+    assert.match(String(scrape.headers['content-type']), /^text\/plain/);
+    const denied = await meshGet(other, '/metrics');
+    assert.ok(denied !== 'closed');
+    assert.equal(denied.status, 403);
+    // Plaintext: the probes as before, /metrics not (no identity).
+    assert.equal(await status(port, '/ready'), 200);
+    assert.equal(await status(port, '/live'), 200);
+    assert.equal(await status(port, '/metrics'), 403);
+    // The probes over mesh TLS too (the probe route admits everyone).
+    const live = await meshGet(other, '/live');
+    assert.ok(live !== 'closed');
+    assert.equal(live.status, 200);
+
+    const m = await meshGet(scraper, '/metrics');
+    assert.ok(m !== 'closed');
+    assert.match(
+      m.body,
+      /^inbound_http_authz_allow_total\{[^}]*srv_port="4191"[^}]*tls="true",client_id="prometheus\.monitoring\.[^"]*"[^}]*authz_name="admin-scraper"\} 2$/m,
+      'the two scrapes',
+    );
+    assert.match(m.body, /^inbound_http_authz_deny_total\{[^}]*srv_port="4191"[^}]*tls="true",client_id="other\.monitoring\.[^"]*"[^}]*\} 1$/m);
+    assert.match(m.body, /^inbound_http_authz_deny_total\{[^}]*srv_port="4191"[^}]*tls="no_identity"[^}]*\} 1$/m);
+  });
+
+  it('serves HTTP/2 over mesh TLS (ALPN h2) with the client identity', async () => {
+    const ctx = new MeshTlsContext(scraper, mesh.anchorsPem);
+    const session = http2Connect(`https://${HOST}:${port}`, {
+      createConnection: () => tlsConnect({ ...ctx.clientOptions(proxyId, ['h2']), host: HOST, port, localAddress: FROM }),
+    });
+    session.on('error', () => {});
+    try {
+      const statusOf = (path: string) =>
+        within(
+          new Promise<number>((resolve, reject) => {
+            const stream = session.request({ ':path': path });
+            stream.on('response', (h) => resolve(Number(h[':status'])));
+            stream.on('error', reject);
+            stream.resume();
+          }),
+          5000,
+          `h2 ${path}`,
+        );
+      assert.equal(await statusOf('/metrics'), 200);
+      policies.set(ADMIN_POLICY_PORT, compileServer(meshOnly(other.identity)));
+      assert.equal(await statusOf('/metrics'), 403, 'each request reads the current policy');
+    } finally {
+      policies.set(ADMIN_POLICY_PORT, compileServer(meshOnly(scraper.identity)));
+      session.destroy();
+    }
+  });
+
+  it('closes TLS that is not for the proxy, and a mesh TLS client without a certificate', async () => {
+    /** What a TLS client (certificate not checked) gets back for `GET /live`. */
+    const tlsExchange = (servername: string, cert?: WorkloadCertificate) =>
+      within(
+        new Promise<string>((resolve) => {
+          const t = tlsConnect({
+            host: HOST,
+            port,
+            localAddress: FROM,
+            servername,
+            minVersion: 'TLSv1.3',
+            rejectUnauthorized: false,
+            ...(cert === undefined ? {} : { cert: cert.certPem + cert.chainPem, key: cert.keyPem }),
+          });
+          t.on('error', () => {});
+          t.once('secureConnect', () => t.write('GET /live HTTP/1.1\r\nHost: admin\r\n\r\n'));
+          let got = '';
+          t.on('data', (c: Buffer) => {
+            got += c.toString('latin1');
+            if (got.includes('\r\n\r\n')) t.destroy();
+          });
+          t.once('close', () => resolve(got));
+        }),
+        5000,
+        `TLS to ${servername}`,
+      );
+    assert.match(await tlsExchange(proxyId, scraper), /^HTTP\/1\.1 200 /, 'the same client with the proxy name is served');
+    assert.equal(await tlsExchange('someone-else.example', scraper), '', 'another name is not terminated');
+    assert.equal(await tlsExchange(proxyId), '', 'nothing is served without a client certificate');
+    // Plaintext that is not HTTP gets node's 400, as before.
+    const garbage = await within(
+      new Promise<string>((resolve) => {
+        const s = netConnect({ host: HOST, port, localAddress: FROM });
+        let got = '';
+        s.on('data', (c: Buffer) => {
+          got += c.toString('latin1');
+        });
+        s.on('error', () => {});
+        s.once('close', () => resolve(got));
+        s.end('hello\r\n\r\n');
+      }),
+      5000,
+      'the answer to garbage',
+    );
+    assert.match(garbage, /^HTTP\/1\.1 400 /);
   });
 });

@@ -16,11 +16,31 @@
  * controller answers, §2.3; `deny` is the strictest value that still lets the kubelet see the
  * proxy live and not ready.)
  *
- * The admin server speaks plaintext HTTP/1.1 only: clients are `None(no_tls_from_remote)`, so a
- * 4191 policy that requires mesh identities admits nobody but localhost.
+ * Mesh TLS (§4.3), as on any inbound port: with the proxy's `identity` and `tls` settings, the
+ * first bytes of a connection are sniffed for a ClientHello. SNI equal to the proxy's identity →
+ * mesh TLS is terminated (client certificate required and verified) and requests are authorized
+ * as `Established(client id = first SAN)`, so identity-based authorizations admit meshed scrapers;
+ * no TLS → plaintext, `None(no_tls_from_remote)` (kubelet probes, unmeshed scrapers); TLS for
+ * another name, without SNI or malformed → closed (there is nothing to pass it through to).
+ * Within plaintext or mesh TLS the stream is HTTP/1.1, or HTTP/2 when it opens with the HTTP/2
+ * preface (or ALPN `h2`). Without `identity` and `tls` the server speaks plaintext only.
+ *
+ * Meshed clients of ward's outbound reach 4191 through the mesh port, with a transport header
+ * naming port 4191: the inbound proxy hands such HTTP streams here ({@link AdminServer.handleHttp},
+ * wired by proxy-main) with the client identity it verified, and they are served exactly like
+ * connections accepted here.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import {
+  createServer as createHttp2Server,
+  type IncomingHttpHeaders as Http2Headers,
+  type Http2Server,
+  type Http2ServerRequest,
+  type Http2ServerResponse,
+  type Http2Session,
+} from 'node:http2';
+import { type AddressInfo, createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
+import { createServer as createTlsServer, type TLSSocket, type Server as TlsServer } from 'node:tls';
 import {
   ALL_NETWORKS,
   authorizeRequest,
@@ -31,6 +51,7 @@ import {
   DEFAULT_HTTP_ROUTE,
   DETECT_TIMEOUT_MS,
   defaultMeta,
+  formatIp,
   type InboundServer,
   parseIp,
   probeRoute,
@@ -38,9 +59,14 @@ import {
   type TlsState,
 } from '../core/index.js';
 import { errorMessage, type Logger, MeshError, silentLogger } from '../shared/index.js';
+import { CLIENT_HELLO_MAX_PREFIX_BYTES, sniffClientHello } from './client-hello.js';
+import { HTTP2_PREFACE } from './detect-http.js';
 import { httpStatusOf } from './inbound-http.js';
+import type { InboundHttpConnection, InboundTlsSettings } from './inbound-proxy.js';
 import type { InboundMetricsHooks } from './inbound-stats.js';
 import type { MetricsRegistry } from './metric-cells.js';
+import { type PrefixRead, readPrefix } from './prefix-reader.js';
+import { clientIdentityOf } from './tls-context.js';
 
 /** The admin port's number in policies (`PortSpec.port`), whatever port the admin server binds. */
 export const ADMIN_POLICY_PORT = 4191;
@@ -76,6 +102,12 @@ export interface AdminServerOptions {
   readonly registry: MetricsRegistry;
   /** `/debug/policies` serves this value as JSON. */
   readonly debugPolicies: () => unknown;
+  /** This proxy's mesh identity: mesh TLS whose SNI names it is terminated (needs `tls`). */
+  readonly identity?: string;
+  /** The mesh TLS settings (as the inbound proxy's); read once, at `start()`. Without them (or `identity`): plaintext only. */
+  readonly tls?: InboundTlsSettings;
+  /** Deadline for the ClientHello, the mesh TLS handshake and the HTTP/2 preface (default 10 s, §4.3). */
+  readonly detectTimeoutMs?: number;
   /** Decision hooks (the same counters as the inbound proxy's, with port 4191). */
   readonly metrics?: InboundMetricsHooks;
   readonly logger?: Logger;
@@ -83,43 +115,122 @@ export interface AdminServerOptions {
   readonly compile?: CompileServerOptions;
 }
 
+/** An HTTP stream the admin server serves: plaintext or mesh-TLS-terminated, paused, nothing read past detection. */
+export type AdminHttpConnection = Pick<InboundHttpConnection, 'socket' | 'client' | 'version'>;
+
+type Request = IncomingMessage | Http2ServerRequest;
+type Response = ServerResponse | Http2ServerResponse;
+
+/** What the first bytes of a connection are. */
+type Sniffed = { readonly kind: 'plain'; readonly version: 'http1' | 'http2' } | { readonly kind: 'tls'; readonly sni: string | undefined };
+
 const NO_TLS: TlsState = Object.freeze({ kind: 'none', reason: 'no_tls_from_remote' });
 const TEXT = 'text/plain; charset=utf-8';
+const H2_PREFACE = Buffer.from(HTTP2_PREFACE, 'latin1');
+const HTTP1: Sniffed = Object.freeze({ kind: 'plain', version: 'http1' });
+const HTTP2: Sniffed = Object.freeze({ kind: 'plain', version: 'http2' });
+
+/** HTTP/2 when the bytes open with the connection preface, HTTP/1 as soon as they cannot. Prefix-stable. */
+function decideVersion(buf: Buffer): Sniffed | 'need-more' {
+  const n = Math.min(buf.length, H2_PREFACE.length);
+  if (buf.compare(H2_PREFACE, 0, n, 0, n) !== 0) return HTTP1;
+  return n === H2_PREFACE.length ? HTTP2 : 'need-more';
+}
+
+/** Mesh TLS or not (§4.3); then, for plaintext, the HTTP version. */
+function decideFirstBytes(buf: Buffer): Sniffed | 'need-more' {
+  const hello = sniffClientHello(buf);
+  switch (hello.kind) {
+    case 'need-more':
+      return 'need-more';
+    case 'hello':
+      return { kind: 'tls', sni: hello.sni };
+    case 'malformed':
+      return { kind: 'tls', sni: undefined };
+    case 'not-tls':
+      return decideVersion(buf);
+  }
+}
+
+function noop(): void {}
+
+/** The 4-tuple of a TCP connection, readable on both the accepted and the TLS socket. */
+function connectionKey(s: Socket): string {
+  return `${s.remoteAddress}|${s.remotePort}|${s.localAddress}|${s.localPort}`;
+}
+
+function describeTls(tls: TlsState): string {
+  return tls.kind === 'established' ? `mtls ${tls.clientId ?? '-'}` : tls.kind === 'passthrough' ? `passthrough ${tls.sni}` : tls.reason;
+}
 
 /**
- * The admin HTTP server of one proxy. `start()` binds it; `close()` closes it and every connection.
+ * The admin server of one proxy. `start()` binds it; `close()` closes it and every connection.
  * Invariant: no admin endpoint answers a request the port-4191 policy (or, before the first one,
- * the fallback) does not permit.
+ * the fallback) does not permit, judged with the client's address and TLS state (its verified
+ * mesh identity when mesh TLS was terminated).
  */
 export class AdminServer {
   readonly #opts: AdminServerOptions;
   readonly #log: Logger;
   readonly #hooks: InboundMetricsHooks;
-  readonly #server: Server;
+  readonly #identity: string | undefined;
+  readonly #detectTimeoutMs: number;
+  readonly #listener: NetServer;
+  /** HTTP/1 and HTTP/2 servers that never listen: connections are fed to them once classified. */
+  readonly #h1: Server;
+  readonly #h2: Http2Server;
+  #tlsServer: TlsServer | undefined;
   readonly #fallback: CompiledServer;
-  readonly #clients = new WeakMap<Socket, ClientInfo>();
+  /** Client of each HTTP/1 stream (the accepted or the TLS socket) and each HTTP/2 session. */
+  readonly #clients = new WeakMap<Socket | Http2Session, ClientInfo>();
+  /** The client of the HTTP/2 connection being handed to the server (its session is made synchronously). */
+  #nextSessionClient: ClientInfo | undefined;
+  /** Open streams (the accepted socket, or the TLS socket over it once terminated): destroyed on close. */
+  readonly #streams = new Set<Socket>();
+  /** Accepted sockets in the mesh TLS handshake, by 4-tuple: `secureConnection` only gives the TLS socket. */
+  readonly #handshakes = new Map<string, Socket>();
+  readonly #sessions = new Set<Http2Session>();
   #port: number | undefined;
   #closed = false;
 
-  /** Builds the server; nothing is bound before `start()`. */
+  /** Builds the server; nothing is bound before `start()`. Throws RangeError for a bad `detectTimeoutMs`. */
   constructor(opts: AdminServerOptions) {
+    const detectTimeoutMs = opts.detectTimeoutMs ?? DETECT_TIMEOUT_MS;
+    if (!(detectTimeoutMs > 0 && detectTimeoutMs <= 0x7fff_ffff)) throw new RangeError(`bad detectTimeoutMs ${detectTimeoutMs}`);
     this.#opts = opts;
     this.#log = opts.logger ?? silentLogger();
     this.#hooks = opts.metrics ?? {};
+    // SNI host names compare case-insensitively (RFC 6066 §3).
+    this.#identity = opts.tls !== undefined ? opts.identity?.toLowerCase() : undefined;
+    this.#detectTimeoutMs = detectTimeoutMs;
     this.#fallback = compileServer(ADMIN_FALLBACK_SERVER, opts.compile);
-    this.#server = createServer({
+    this.#h1 = createServer({
       headersTimeout: 10_000,
       requestTimeout: 30_000,
       keepAliveTimeout: 5_000,
       maxHeaderSize: 16 * 1024,
       insecureHTTPParser: false,
     });
-    this.#server.on('connection', (socket: Socket) => {
-      const ip = socket.remoteAddress === undefined ? undefined : parseIp(socket.remoteAddress);
-      if (ip === undefined) socket.destroy();
-      else this.#clients.set(socket, { ip, tls: NO_TLS });
+    this.#h1.on('request', (req: IncomingMessage, res: ServerResponse) => this.#onRequest(req, res));
+    // Header and request deadlines are enforced by a check node starts only for a listening
+    // server; this one never listens (streams are fed to it), so start it by hand (unref'd,
+    // stopped by close()).
+    this.#h1.emit('listening');
+    this.#h2 = createHttp2Server();
+    this.#h2.on('session', (session: Http2Session) => {
+      const client = this.#nextSessionClient;
+      this.#nextSessionClient = undefined;
+      if (client === undefined) {
+        session.destroy();
+        return;
+      }
+      this.#clients.set(session, client);
+      this.#sessions.add(session);
+      session.on('error', noop);
+      session.once('close', () => this.#sessions.delete(session));
     });
-    this.#server.on('request', (req: IncomingMessage, res: ServerResponse) => this.#onRequest(req, res));
+    this.#h2.on('request', (req: Http2ServerRequest, res: Http2ServerResponse) => this.#onRequest(req, res));
+    this.#listener = createNetServer({ pauseOnConnect: true, noDelay: true }, (raw) => this.#accept(raw));
   }
 
   /** The bound port once started. */
@@ -127,14 +238,26 @@ export class AdminServer {
     return this.#port;
   }
 
-  /** Binds host:port; rejects with `MeshError` `ERR_ADMIN_LISTEN` (the server is then closed). */
+  /**
+   * Builds the mesh TLS server (with `identity` and `tls`) and binds host:port; rejects with
+   * `MeshError` `ERR_ADMIN_LISTEN` (the server is then closed).
+   */
   async start(): Promise<number> {
     const { host, port } = this.#opts;
     try {
+      if (this.#identity !== undefined && this.#opts.tls !== undefined) {
+        const tlsServer = createTlsServer({ ...this.#opts.tls.serverOptions(), handshakeTimeout: this.#detectTimeoutMs });
+        tlsServer.on('secureConnection', (t: TLSSocket) => this.#onSecureConnection(t));
+        tlsServer.on('tlsClientError', (err: Error, t: TLSSocket) => {
+          if (this.#log.isLevelEnabled('debug')) this.#log.debug({ client: t.remoteAddress, err: err.message }, 'admin mesh TLS handshake failed');
+          t.destroy();
+        });
+        this.#tlsServer = tlsServer;
+      }
       await new Promise<void>((resolve, reject) => {
-        this.#server.once('error', reject);
-        this.#server.listen({ host, port }, () => {
-          this.#server.off('error', reject);
+        this.#listener.once('error', reject);
+        this.#listener.listen({ host, port }, () => {
+          this.#listener.off('error', reject);
           resolve();
         });
       });
@@ -142,9 +265,22 @@ export class AdminServer {
       await this.close();
       throw new MeshError('ERR_ADMIN_LISTEN', `admin server cannot listen on ${host}:${port}: ${errorMessage(e)}`, { cause: e });
     }
-    this.#server.on('error', (err) => this.#log.error({ err: err.message }, 'admin listener failed'));
-    this.#port = (this.#server.address() as AddressInfo).port;
+    this.#listener.on('error', (err) => this.#log.error({ err: err.message }, 'admin listener failed'));
+    this.#port = (this.#listener.address() as AddressInfo).port;
     return this.#port;
+  }
+
+  /**
+   * Serves an HTTP stream classified elsewhere — the inbound proxy's for a transport header naming
+   * port 4191 — as if accepted here: every request is authorized with `conn.client`. Never throws.
+   */
+  handleHttp(conn: AdminHttpConnection): void {
+    if (this.#closed) {
+      conn.socket.destroy();
+      return;
+    }
+    this.#track(conn.socket);
+    this.#serveHttp(conn.socket, conn.client, conn.version);
   }
 
   /** Stops listening and closes every connection. Idempotent. */
@@ -152,21 +288,135 @@ export class AdminServer {
     if (this.#closed) return;
     this.#closed = true;
     const closed = new Promise<void>((resolve) => {
-      if (!this.#server.listening) resolve();
-      else this.#server.close(() => resolve());
+      if (!this.#listener.listening) resolve();
+      else this.#listener.close(() => resolve());
     });
-    this.#server.closeAllConnections();
+    // Not listening: close() only stops the deadline check (and reports that it was not running).
+    this.#h1.close(noop);
+    this.#h1.closeAllConnections();
+    for (const s of [...this.#sessions]) s.destroy();
+    for (const s of [...this.#streams]) s.destroy();
     await closed;
   }
 
-  #onRequest(req: IncomingMessage, res: ServerResponse): void {
-    const client = this.#clients.get(req.socket);
+  #track(stream: Socket): void {
+    stream.on('error', noop);
+    this.#streams.add(stream);
+    stream.once('close', () => this.#streams.delete(stream));
+  }
+
+  #accept(raw: Socket): void {
+    raw.on('error', noop);
+    const ip = raw.remoteAddress === undefined ? undefined : parseIp(raw.remoteAddress);
+    if (ip === undefined || this.#closed) {
+      raw.destroy();
+      return;
+    }
+    this.#track(raw);
+    void readPrefix(raw, decideFirstBytes, { timeoutMs: this.#detectTimeoutMs, maxBytes: CLIENT_HELLO_MAX_PREFIX_BYTES }).then(
+      (r) => this.#onFirstBytes(raw, { ip, tls: NO_TLS }, r),
+      (e: unknown) => {
+        this.#log.error({ client: raw.remoteAddress, err: errorMessage(e) }, 'admin detection failed');
+        raw.destroy();
+      },
+    );
+  }
+
+  #onFirstBytes(raw: Socket, plain: ClientInfo, r: PrefixRead<Sniffed>): void {
+    if (this.#closed || raw.destroyed || !('result' in r)) {
+      // Closed, nothing decisive within the deadline, or (impossible at this bound) too long.
+      if (this.#log.isLevelEnabled('debug') && 'timeout' in r) this.#log.debug({ client: raw.remoteAddress }, 'admin connection closed: detection timeout');
+      raw.destroy();
+      return;
+    }
+    const s = r.result;
+    if (s.kind === 'plain') {
+      this.#serveHttp(raw, plain, s.version);
+      return;
+    }
+    const sni = s.sni;
+    if (this.#tlsServer === undefined || sni === undefined || sni.length !== this.#identity?.length || sni.toLowerCase() !== this.#identity) {
+      if (this.#log.isLevelEnabled('debug')) this.#log.debug({ client: raw.remoteAddress, sni }, 'admin connection closed: TLS not for this proxy');
+      raw.destroy();
+      return;
+    }
+    const key = connectionKey(raw);
+    this.#handshakes.set(key, raw);
+    raw.once('close', () => this.#handshakes.delete(key));
+    // Through the server, not a bare TLSSocket: only a server's sockets enforce rejectUnauthorized.
+    this.#tlsServer.emit('connection', raw);
+  }
+
+  #onSecureConnection(t: TLSSocket): void {
+    const key = connectionKey(t);
+    const raw = this.#handshakes.get(key);
+    this.#handshakes.delete(key);
+    const ip = t.remoteAddress === undefined ? undefined : parseIp(t.remoteAddress);
+    if (this.#closed || raw === undefined || ip === undefined) {
+      t.destroy();
+      return;
+    }
+    // Once terminated, the TLS socket is the stream: destroying it closes the TCP socket under it,
+    // and destroying both in one tick crashes Node 20 (see inbound-proxy).
+    this.#streams.delete(raw);
+    this.#track(t);
+    // Read once, now: later the peer certificate may no longer be available (tls-context).
+    const client: ClientInfo = { ip, tls: { kind: 'established', clientId: clientIdentityOf(t) } };
+    if (t.alpnProtocol === 'h2') {
+      this.#serveHttp(t, client, 'http2');
+      return;
+    }
+    if (t.alpnProtocol !== false && t.alpnProtocol !== 'http/1.1') {
+      // A transport header (or anything else) is not for the admin port.
+      if (this.#log.isLevelEnabled('debug')) this.#log.debug({ client: t.remoteAddress, alpn: t.alpnProtocol }, 'admin connection closed: unsupported ALPN');
+      t.destroy();
+      return;
+    }
+    // No ALPN: peer proxies may still speak HTTP/2 with prior knowledge.
+    void readPrefix(t, decideVersion, { timeoutMs: this.#detectTimeoutMs, maxBytes: H2_PREFACE.length }).then(
+      (r) => {
+        if (this.#closed || t.destroyed || !('result' in r) || r.result.kind !== 'plain') t.destroy();
+        else this.#serveHttp(t, client, r.result.version);
+      },
+      (e: unknown) => {
+        this.#log.error({ client: t.remoteAddress, err: errorMessage(e) }, 'admin detection failed');
+        t.destroy();
+      },
+    );
+  }
+
+  /** Hands a paused stream (bytes read for detection put back) to the HTTP/1 or HTTP/2 server. */
+  #serveHttp(stream: Socket, client: ClientInfo, version: 'http1' | 'http2'): void {
+    if (version === 'http2') {
+      this.#nextSessionClient = client;
+      this.#h2.emit('connection', stream);
+      this.#nextSessionClient = undefined;
+      return;
+    }
+    this.#clients.set(stream, client);
+    this.#h1.emit('connection', stream);
+    stream.resume();
+  }
+
+  #clientOf(req: Request): ClientInfo | undefined {
+    return 'stream' in req ? this.#clients.get(req.stream.session as Http2Session) : this.#clients.get(req.socket);
+  }
+
+  /** Closes the connection a request came on. */
+  #drop(req: Request): void {
+    if ('stream' in req) req.stream.session?.destroy();
+    else req.socket.destroy();
+  }
+
+  #onRequest(req: Request, res: Response): void {
+    const client = this.#clientOf(req);
     if (client === undefined) {
-      req.socket.destroy();
+      this.#drop(req);
       return;
     }
     const path = req.url ?? '/';
-    const request: RequestInfo = { method: req.method ?? 'GET', path, authority: req.headers.host, headers: req.headers };
+    const authority = 'stream' in req ? ((req.headers as Http2Headers)[':authority'] ?? req.headers.host) : req.headers.host;
+    const request: RequestInfo = { method: req.method ?? 'GET', path, authority, headers: req.headers };
     const policy = this.#opts.policies.current(ADMIN_POLICY_PORT) ?? this.#fallback;
     const d = authorizeRequest(policy, client, request);
     const port = ADMIN_POLICY_PORT;
@@ -189,12 +439,20 @@ export class AdminServer {
       }
       if (this.#log.isLevelEnabled('info')) {
         this.#log.info(
-          { client: req.socket.remoteAddress, port, server: `${d.server.kind}:${d.server.name}`, method: request.method, path, reason: d.reason },
+          {
+            client: formatIp(client.ip),
+            port,
+            server: `${d.server.kind}:${d.server.name}`,
+            tls: describeTls(client.tls),
+            method: request.method,
+            path,
+            reason: d.reason,
+          },
           'admin request denied',
         );
       }
       if (d.kind === 'tcp-refuse') {
-        req.socket.destroy();
+        this.#drop(req);
         return;
       }
       res.writeHead(httpStatusOf(d), { 'content-length': '0' }).end();
@@ -205,7 +463,7 @@ export class AdminServer {
     this.#serve(req, res, path);
   }
 
-  #serve(req: IncomingMessage, res: ServerResponse, target: string): void {
+  #serve(req: Request, res: Response, target: string): void {
     const q = target.indexOf('?');
     const path = q === -1 ? target : target.slice(0, q);
     if (req.method !== 'GET' && req.method !== 'HEAD') {
