@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
 import { connect as http2Connect } from 'node:http2';
-import { connect as netConnect } from 'node:net';
+import { connect as netConnect, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { connect as tlsConnect } from 'node:tls';
 import {
@@ -218,7 +218,7 @@ describe('AdminServer with mesh TLS', () => {
           port,
           path,
           // No agent: an agent (even `agent: false`) dials with its own createConnection.
-          createConnection: () => tlsConnect({ ...ctx.clientOptions(sni), host: HOST, port, localAddress: FROM }),
+          createConnection: () => tlsConnect({ ...ctx.clientOptions(sni), socket: tcpFrom() }),
         },
         (res) => {
           let body = '';
@@ -238,6 +238,13 @@ describe('AdminServer with mesh TLS', () => {
   }
 
   let mesh: Awaited<ReturnType<typeof mkTestMesh>>;
+
+  /** A TCP connection from {@link FROM} to the admin server, for a TLS client to run over. */
+  function tcpFrom(): Socket {
+    const tcp = netConnect({ host: HOST, port, localAddress: FROM });
+    tcp.on('error', () => {});
+    return tcp;
+  }
 
   before(async () => {
     mesh = await mkTestMesh(dirs);
@@ -296,7 +303,7 @@ describe('AdminServer with mesh TLS', () => {
   it('serves HTTP/2 over mesh TLS (ALPN h2) with the client identity', async () => {
     const ctx = new MeshTlsContext(scraper, mesh.anchorsPem);
     const session = http2Connect(`https://${HOST}:${port}`, {
-      createConnection: () => tlsConnect({ ...ctx.clientOptions(proxyId, ['h2']), host: HOST, port, localAddress: FROM }),
+      createConnection: () => tlsConnect({ ...ctx.clientOptions(proxyId, ['h2']), socket: tcpFrom() }),
     });
     session.on('error', () => {});
     try {
@@ -326,9 +333,7 @@ describe('AdminServer with mesh TLS', () => {
       within(
         new Promise<string>((resolve) => {
           const t = tlsConnect({
-            host: HOST,
-            port,
-            localAddress: FROM,
+            socket: tcpFrom(),
             servername,
             minVersion: 'TLSv1.3',
             rejectUnauthorized: false,
