@@ -14,12 +14,24 @@ import { type AddressInfo, createServer as createTcpServer, connect as netConnec
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { type TLSSocket, connect as tlsConnect } from 'node:tls';
-import { type GrpcServerHandle, identityService, inboundPolicyService, serverToProtoJson, startGrpcServer } from '../api/index.js';
-import { type Authorization, defaultMeta, type InboundServer } from '../core/index.js';
+import {
+  type DestinationEvent,
+  type GrpcServerHandle,
+  identityService,
+  inboundPolicyService,
+  type StreamHandlers,
+  serverToProtoJson,
+  startGrpcServer,
+  type WireResult,
+} from '../api/index.js';
+import { type Authorization, DEFAULT_HTTP_ROUTE, defaultMeta, type InboundServer, probeRoute } from '../core/index.js';
 import type { WorkloadCertificate } from '../identity/index.js';
 import { mkTestMesh, TempDirs, type TestMesh, waitFor, within } from './identity-test-helpers.js';
 import { MetricsRegistry } from './metric-cells.js';
 import type { OriginalDstReader } from './original-dst.js';
+import { OutboundConnector } from './outbound-connector.js';
+import { OutboundProxy } from './outbound-proxy.js';
+import { DestinationCache, type DestinationSource } from './outbound-resolver.js';
 import { FakeDiscovery } from './policy-test-helpers.js';
 import { type RunningProxy, startProxy } from './proxy-main.js';
 import { MeshTlsContext, TRANSPORT_HEADER_ALPN } from './tls-context.js';
@@ -412,5 +424,138 @@ describe('startProxy in transparent mode (scripted original destinations)', () =
       discovered: true,
     });
     assert.equal(doc.ports[4]?.policy, null, 'no policy: failing closed');
+  });
+});
+
+describe('a meshed scrape of the admin port', () => {
+  /** Answers Destination lookups from a table, as the controller would for a pod address. */
+  class TableSource implements DestinationSource {
+    readonly table = new Map<string, DestinationEvent>();
+    get(path: string, handlers: StreamHandlers<WireResult<DestinationEvent>>): () => void {
+      queueMicrotask(() => handlers.onMessage({ ok: true, value: this.table.get(path) ?? { kind: 'noEndpoints', exists: false } }));
+      return () => {};
+    }
+  }
+
+  let scraped: RunningProxy;
+  const outbounds: { proxy: OutboundProxy; connector: OutboundConnector; cache: DestinationCache }[] = [];
+  let PROM_ID: string;
+  let promCert: WorkloadCertificate;
+
+  after(async () => {
+    for (const o of outbounds) {
+      await o.proxy.close();
+      o.connector.close();
+      o.cache.close();
+    }
+    await scraped?.close();
+  });
+
+  /**
+   * The outbound proxy of a meshed scraper with `cert` (in-process, as `ward proxy` runs it),
+   * resolving the scraped pod's address 127.0.0.1:4191 to a meshed endpoint (the pod's identity,
+   * as the controller announces a meshed pod's port) whose proxy's mesh port is `meshPort`.
+   */
+  async function scraperOutbound(cert: WorkloadCertificate, meshPort: number): Promise<number> {
+    const source = new TableSource();
+    source.table.set(`${HOST}:4191`, {
+      kind: 'add',
+      endpoints: [{ ip: HOST, port: 4191, weight: 10_000, labels: {}, identity: PROXY_ID, serverName: PROXY_ID, protocolHint: 'h2' }],
+      setLabels: {},
+    });
+    const cache = new DestinationCache({ source, namespace: 'monitoring', lookupTimeoutMs: 2000 });
+    const connector = new OutboundConnector({ tls: new MeshTlsContext(cert, mesh.anchorsPem), meshPortOf: () => meshPort, localAddress: FROM });
+    const proxy = new OutboundProxy({ listen: { host: HOST, port: 0 }, resolver: cache, connector });
+    outbounds.push({ proxy, connector, cache });
+    return proxy.start();
+  }
+
+  /** GET `url` (absolute form) through the forward proxy on `port`. */
+  function viaOutbound(port: number, url: string): Promise<Reply> {
+    return new Promise((resolve, reject) => {
+      const req = httpRequest({ host: HOST, port, path: url, agent: false }, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => {
+          body += c;
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      });
+      req.on('error', reject);
+      req.setTimeout(WAIT_MS, () => req.destroy(new Error(`timeout on ${url}`)));
+      req.end();
+    });
+  }
+
+  it('admits the authorized identity through the mesh port and directly, denies another (403), serves plaintext probes', async () => {
+    outage = false;
+    PROM_ID = mesh.identityOf('monitoring', 'prometheus');
+    promCert = await mesh.issue('monitoring', 'prometheus');
+    const otherScraper = await mesh.issue('monitoring', 'grafana');
+    setPolicy(8080, httpServer([CLIENT_ID]));
+    setPolicy(9000, tcpServer([CLIENT_ID]));
+    // The admin port admits the Prometheus identity only; the probes from anywhere.
+    setPolicy(4191, {
+      meta: { group: 'policy.linkerd.io', kind: 'server', name: 'linkerd-admin' },
+      protocol: { kind: 'detect', timeoutMs: 10_000, httpRoutes: [DEFAULT_HTTP_ROUTE, probeRoute(['/live', '/ready'], ALL)] },
+      authorizations: [meshAuthz('admin-prometheus', [PROM_ID])],
+    });
+    scraped = await startProxy({
+      ...podIdentity(),
+      listenHost: HOST,
+      appHost: HOST,
+      inbound: [{ podPort: 8080, listenPort: 0, appPort: (httpApp.address() as AddressInfo).port }],
+      mesh: { host: HOST, port: 0 },
+      admin: { host: HOST, port: 0 },
+      registry: new MetricsRegistry(),
+      policyBackoff: { minMs: 10, maxMs: 100, jitter: 0 },
+    });
+    await within(scraped.ready(), WAIT_MS, 'readiness');
+
+    // Through the scraper's outbound: mesh TLS to the pod's mesh port, transport header naming 4191.
+    const prometheus = await scraperOutbound(promCert, scraped.ports.mesh);
+    const scrape = await viaOutbound(prometheus, `http://${HOST}:4191/metrics`);
+    assert.equal(scrape.status, 200);
+    assert.match(scrape.body, /^# TYPE inbound_http_authz_allow_total counter$/m);
+    const grafana = await scraperOutbound(otherScraper, scraped.ports.mesh);
+    assert.equal((await viaOutbound(grafana, `http://${HOST}:4191/metrics`)).status, 403);
+    assert.equal((await viaOutbound(grafana, `http://${HOST}:4191/ready`)).status, 200, 'the probe route admits every client');
+
+    // Directly to the admin port with mesh TLS to the pod's name (how linkerd's outbound reaches it).
+    const direct = await new Promise<Reply>((resolve, reject) => {
+      const ctx = new MeshTlsContext(promCert, mesh.anchorsPem);
+      const req = httpRequest(
+        {
+          host: HOST,
+          port: scraped.ports.admin,
+          path: '/metrics',
+          createConnection: () => {
+            const tcp = netConnect({ host: HOST, port: scraped.ports.admin, localAddress: FROM });
+            tcp.on('error', () => {});
+            return tlsConnect({ ...ctx.clientOptions(PROXY_ID), socket: tcp });
+          },
+        },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: '' }));
+        },
+      );
+      req.on('error', reject);
+      req.end();
+    });
+    assert.equal(direct.status, 200);
+
+    // Plaintext (the kubelet, an unmeshed scraper): probes yes, metrics no.
+    assert.equal((await get(scraped.ports.admin, '/ready')).status, 200);
+    assert.equal((await get(scraped.ports.admin, '/live')).status, 200);
+    assert.equal((await get(scraped.ports.admin, '/metrics')).status, 403);
+
+    const metrics = (await get(scraped.ports.admin, '/metrics', HOST)).body;
+    assert.match(
+      metrics,
+      /^inbound_http_authz_allow_total\{[^}]*srv_port="4191"[^}]*tls="true",client_id="prometheus\.monitoring\.[^"]*"[^}]*authz_name="admin-prometheus"\} 2$/m,
+      'the scrape through the mesh port and the direct one',
+    );
+    assert.match(metrics, /^inbound_http_authz_deny_total\{[^}]*srv_port="4191"[^}]*client_id="grafana\.monitoring\.[^"]*"[^}]*\} 1$/m);
   });
 });

@@ -15,7 +15,11 @@
  *   discovered on its first connection (a `WatchPort` stream opened then, bounded in number and
  *   dropped when idle; see policy-watch), and the connection waits for it.
  * - Admin (§4.1): `/live`, `/ready`, `/metrics`, `/debug/policies`, each request authorized by the
- *   port-4191 policy (see admin-server).
+ *   port-4191 policy (see admin-server), with the client's mesh identity when it has one: the
+ *   admin port terminates mesh TLS to this proxy's name, and HTTP streams arriving on the mesh
+ *   port with a transport header naming 4191 (how ward's outbound reaches any meshed port) are
+ *   handed to the admin server with the identity verified there. Plaintext (probes, unmeshed
+ *   scrapers) is served as before.
  * - Outbound (optional): the HTTP forward proxy for the application (outbound-proxy), resolving
  *   services through the controller's Destination API (TLS, server name `linkerd-destination.<cp-ns>…`)
  *   and originating mesh TLS with this proxy's certificate, from the pod's address.
@@ -39,6 +43,7 @@ import type { WorkloadCertificate } from '../identity/index.js';
 import { Backoff, type BackoffOptions, errorMessage, type Logger, MeshError, silentLogger } from '../shared/index.js';
 import { ADMIN_POLICY_PORT, AdminServer } from './admin-server.js';
 import { type ProxyIdentity, startProxyIdentity } from './identity-bootstrap.js';
+import { InboundHttp } from './inbound-http.js';
 import { InboundProxy } from './inbound-proxy.js';
 import { MetricsRegistry, registerReadFamily } from './metric-cells.js';
 import { gcCounting } from './metrics-gc.js';
@@ -330,13 +335,18 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
 
   const metrics = new InboundMetrics({ registry, targetIp: opts.listenHost });
   const appPorts = new Map(opts.inbound.map((p) => [p.podPort, p.appPort]));
+  const appPortOf = (port: number): number => appPorts.get(port) ?? port;
+  // The HTTP stack of the pod ports. A meshed client reaches the admin port through the mesh port
+  // (a transport header naming 4191, as ward's outbound sends for every meshed endpoint): the
+  // admin server serves that stream itself, with the identity the inbound proxy verified.
+  const http = new InboundHttp({ policies: watcher, appHost: opts.appHost, appPortOf, logger: log, metrics: metrics.hooks });
   const inbound = new InboundProxy({
     identity: identityName,
     tls,
     policies: watcher,
     appHost: opts.appHost,
     // The mesh port may name any watched port; one without an application mapping has no policy either.
-    appPortOf: (port) => appPorts.get(port) ?? port,
+    appPortOf,
     // Transparent mode: an undeclared port's application is at the pod address the connection
     // arrived on (never the original destination's address, which the client chooses: the proxy
     // would relay to any host), never the declared ports' host, which may be loopback: a service
@@ -354,6 +364,7 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
     },
     logger: log,
     metrics: metrics.hooks,
+    handleHttp: (conn) => (conn.port === ADMIN_POLICY_PORT ? admin.handleHttp(conn) : http.handle(conn)),
     ...(originalDst !== undefined ? { originalDst } : {}),
     // Transparent mode: the proxy's own listeners are never a discovered port (inbound-proxy).
     isProxyPort: (port) =>
@@ -429,6 +440,10 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
     isReady,
     registry,
     debugPolicies,
+    // Mesh TLS to this proxy's name is terminated on the admin port too (a meshed scraper
+    // connecting to it directly): its requests are authorized with the client's identity.
+    identity: identityName,
+    tls,
     metrics: metrics.hooks,
     logger: log,
     ...(compile !== undefined ? { compile } : {}),
@@ -448,6 +463,7 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
     watcher.stop();
     identity.stop();
     await Promise.all([admin.close(), inbound.close(), outbound?.close()]);
+    http.close();
     policyClient.close();
   };
 
