@@ -12,6 +12,7 @@
  *   `:method`, and `:scheme` and a non-empty `:path` unless it is a CONNECT (which has
  *   `:authority` and neither); a response has a three-digit `:status`; trailers have none.
  * - `content-length`: digits only, and the same value if repeated.
+ * - `host`: at most once, and equal to `:authority` (case aside) when both are present.
  */
 
 /** The facts of a header block the connection keeps. */
@@ -73,6 +74,7 @@ export function messageProblem(kind: MessageKind, pairs: readonly string[], fact
   let path: string | undefined;
   let authority: string | undefined;
   let status: string | undefined;
+  let host: string | undefined;
   for (let i = 0; i + 1 < pairs.length; i += 2) {
     const name = pairs[i] as string;
     const value = pairs[i + 1] as string;
@@ -114,6 +116,11 @@ export function messageProblem(kind: MessageKind, pairs: readonly string[], fact
     regular = true;
     if (CONNECTION_SPECIFIC.has(name)) return `connection-specific field ${name}`;
     if (name === 'te' && value !== 'trailers') return 'te other than trailers';
+    if (name === 'host') {
+      // One host, naming what :authority names (RFC 9113 §8.3.1): policy and application read the same.
+      if (host !== undefined) return 'more than one host field';
+      host = value;
+    }
     if (name === 'content-length') {
       if (!DIGITS.test(value)) return 'invalid content-length';
       const n = Number(value);
@@ -123,6 +130,7 @@ export function messageProblem(kind: MessageKind, pairs: readonly string[], fact
   }
   if (kind === 'request') {
     if (facts.method === '') return 'missing :method';
+    if (host !== undefined && authority !== undefined && host.toLowerCase() !== authority.toLowerCase()) return 'host differs from :authority';
     if (facts.method === 'CONNECT') {
       if (scheme !== undefined || path !== undefined) return 'CONNECT with :scheme or :path';
       if (authority === undefined || authority === '') return 'CONNECT without :authority';

@@ -1,7 +1,7 @@
 /**
  * Header hygiene of the inbound HTTP stack (POLICY-SEMANTICS §4.7): what the policy sees, what
  * is forwarded to the application and what is relayed back. Invariants:
- * - every `l5d-*` header a client sent is dropped (case-insensitively), so a client cannot spoof
+ * - every `l5d-*` and `l5d_*` header a client sent is dropped (case-insensitively), so a client cannot spoof
  *   `l5d-client-id` (the proxy adds it itself, from the verified mesh identity, after
  *   authorization) nor any other proxy-to-proxy header;
  * - HTTP/1 hop-by-hop headers (RFC 9110 §7.6.1) are dropped in both directions: `connection` and
@@ -35,13 +35,17 @@ export interface Http1RequestHeaders {
   readonly transferEncoding: string | undefined;
 }
 
-/** True for `l5d-*` in any case, without allocating. */
+/**
+ * True for `l5d-*` and `l5d_*` in any case, without allocating: WSGI, CGI and others map `_` and
+ * `-` to the same variable, so `l5d_client_id` would reach them as the identity.
+ */
 export function isL5dHeader(name: string): boolean {
   if (name.length < 4) return false;
   const c0 = name.charCodeAt(0) | 0x20;
   const c1 = name.charCodeAt(1);
   const c2 = name.charCodeAt(2);
-  return c0 === 0x6c /* l */ && c1 === 0x35 /* 5 */ && (c2 | 0x20) === 0x64 /* d */ && name.charCodeAt(3) === 0x2d /* - */;
+  const c3 = name.charCodeAt(3);
+  return c0 === 0x6c /* l */ && c1 === 0x35 /* 5 */ && (c2 | 0x20) === 0x64 /* d */ && (c3 === 0x2d /* - */ || c3 === 0x5f) /* _ */;
 }
 
 /** Lower-case names always dropped at an HTTP/1 hop (the outbound proxy's filter drops these too). */

@@ -65,6 +65,7 @@ import {
   type Deny,
   isGrpcRequest,
   type Meta,
+  normalizeRequestTarget,
   type Permit,
   type RequestInfo,
   type TlsState,
@@ -178,6 +179,30 @@ function splitTarget(url: string): { readonly path: string; readonly authority: 
   if (m === null) return { path: url, authority: undefined };
   const rest = m[2] ?? '';
   return { path: rest === '' ? '/' : rest.startsWith('/') ? rest : `/${rest}`, authority: m[1] };
+}
+
+/** What an absolute-form target's authority may be: `host[:port]`, no userinfo (RFC 9110 §4.2.4), not empty. */
+const AUTHORITY = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9\-._~!$&'()*+,;=%]+)(?::[0-9]{0,5})?$/;
+
+/**
+ * Header pairs with every `Host` replaced by one holding `authority` (an absolute-form target's
+ * authority replaces `Host`, RFC 9112 §3.2.2): the application reads the authority that was authorized.
+ */
+function withHost(pairs: readonly string[], authority: string): string[] {
+  const out: string[] = ['host', authority];
+  for (let i = 0; i + 1 < pairs.length; i += 2) {
+    const name = pairs[i] as string;
+    if (name.length === 4 && name.toLowerCase() === 'host') continue;
+    out.push(name, pairs[i + 1] as string);
+  }
+  return out;
+}
+
+/** Header pairs with the `:path` value replaced by `path`. */
+function withPath(pairs: readonly string[], path: string): string[] {
+  const out = pairs.slice();
+  for (let i = 0; i + 1 < out.length; i += 2) if (out[i] === ':path') out[i + 1] = path;
+  return out;
 }
 
 /** True when every protocol in an `Upgrade` header is h2c (ignorable, RFC 9113 §3.1). */
@@ -467,7 +492,25 @@ export class InboundHttp {
     }
     const target = splitTarget(req.url);
     const method = req.method;
-    const info: RequestInfo = { method, path: target.path, authority: target.authority ?? first(headers.byName.host), headers: headers.byName };
+    // The policy decides on the normalized path and the authority the application will read, and
+    // the application gets exactly those (request-target, RFC 9112 §3.2.2).
+    const normalized = normalizeRequestTarget(target.path);
+    const authority = target.authority;
+    const badAuthority = authority !== undefined && !AUTHORITY.test(authority);
+    if (!normalized.ok || badAuthority) {
+      this.#error(ctx, 'bad request');
+      res.keepAlive = false;
+      this.#respond1(res, ctx, 400, normalized.ok ? 'invalid authority in the request target' : normalized.reason);
+      return;
+    }
+    let byName = headers.byName;
+    let forward = headers.forward;
+    if (authority !== undefined) {
+      forward = withHost(forward, authority);
+      byName = { ...byName, host: authority };
+    }
+    const path = normalized.target;
+    const info: RequestInfo = { method, path, authority: authority ?? first(byName.host), headers: byName };
     const d = this.#decide(ctx, info, false);
     if (!d.allowed) {
       this.#respond1(res, ctx, httpStatusOf(d), d.reason);
@@ -480,7 +523,6 @@ export class InboundHttp {
         ex.end();
       });
     }
-    let forward = headers.forward;
     const filtered = this.#filters(ctx, d, info, ex);
     if (filtered !== undefined) {
       if (filtered.kind === 'invalid') {
@@ -503,7 +545,7 @@ export class InboundHttp {
     }
     if (req.expectsContinue) res.writeContinue();
     if (ctx.meshedId !== undefined) forward.push(L5D_CLIENT_ID, ctx.meshedId);
-    this.#forward1(req, res, ctx, method, target.path, forward, ex);
+    this.#forward1(req, res, ctx, method, path, forward, ex);
   }
 
   /** A response of the proxy's own: empty body, the reason for meshed clients only (and a redirect's `location`). */
@@ -606,14 +648,26 @@ export class InboundHttp {
       if (name === ':path') path = value;
       else if (name === ':authority') authority = value;
     }
-    const info: RequestInfo = { method: stream.method, path: path ?? '', authority: authority ?? first(headers.host), headers };
-    const grpc = isGrpcRequest(info);
+    const grpc = isGrpcRequest({ method: stream.method, path: '', headers });
     if (path === undefined) {
       // CONNECT (the only request without :path).
       this.#error(ctx, 'upgrade not supported');
       this.#respond2(stream, ctx, grpc, 501, GRPC_INTERNAL, UPGRADE_NOT_SUPPORTED);
       return;
     }
+    // The policy decides on the normalized path, and the application gets that one.
+    const normalized = normalizeRequestTarget(path);
+    if (!normalized.ok) {
+      this.#error(ctx, 'bad request');
+      this.#respond2(stream, ctx, grpc, 400, GRPC_INTERNAL, normalized.reason);
+      return;
+    }
+    const rewritten = normalized.target !== path;
+    if (rewritten) {
+      path = normalized.target;
+      headers[':path'] = path;
+    }
+    const info: RequestInfo = { method: stream.method, path, authority: authority ?? first(headers.host), headers };
     const d = this.#decide(ctx, info, grpc);
     if (!d.allowed) {
       this.#respond2(stream, ctx, grpc, httpStatusOf(d), grpcStatusOf(d), d.reason);
@@ -621,7 +675,7 @@ export class InboundHttp {
     }
     const ex = this.#exchange(ctx, d, info);
     try {
-      this.#permitted2(stream, ctx, d, info, ex, block, headers, l5d, grpc);
+      this.#permitted2(stream, ctx, d, info, ex, rewritten ? { ...block, pairs: withPath(block.pairs, path) } : block, headers, l5d, grpc);
     } catch (err) {
       // Reported as failed here; the caller resets the stream.
       ex?.fail('proxy error');
