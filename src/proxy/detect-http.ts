@@ -1,107 +1,92 @@
 /**
  * HTTP detection over the first bytes of a plaintext (or mesh-TLS-terminated) stream
- * (POLICY-SEMANTICS §4.4, protocol `detect`): HTTP/2 prior knowledge, an HTTP/1 request line, or
+ * (POLICY-SEMANTICS §4.4, protocol `detect`): HTTP/2 prior knowledge, an HTTP/1 request, or
  * neither. Pure, allocation-free and prefix-stable: once a prefix is decided, every longer input
- * with that prefix gets the same answer, and `not-http` is given as soon as the bytes present
- * rule HTTP out (a TLS record is rejected on its first byte).
+ * with that prefix gets the same answer.
  *
- * Conservative on purpose: only what the proxy's HTTP stack (node:http, node:http2) will parse is
- * HTTP; everything else is `not-http` and is forwarded opaquely under connection-level policy,
- * which is the policy §4.4 applies to all non-HTTP traffic. An HTTP/1 request line is
- * `method SP request-target SP HTTP/1.0|HTTP/1.1 CRLF` where
- * - the method is one node:http accepts (`http.METHODS`, case-sensitive, so `get` is not-http),
- * - the request-target is 1+ visible ASCII bytes (0x21-0x7e; no raw UTF-8, no controls),
- * - the separators are single spaces and the line ends in CRLF (a bare LF is not-http),
- * - the whole line including CRLF fits in `maxLineBytes` (default 8 KiB); a longer or never-ending
- *   line is not-http once that many bytes are buffered.
+ * Lenient on purpose. A stream that is not HTTP is forwarded opaquely under connection-level
+ * policy, with no route matching and no header hygiene, so anything an application's HTTP parser
+ * would take as a request must be detected as HTTP: the proxy then parses it strictly (what does
+ * not parse is answered 400, never relayed). The yardstick is the most lenient common server,
+ * Python's `http.server` (and so WSGI servers built on it): it reads a line up to LF, splits it on
+ * any whitespace (CR, tab, vertical tab, form feed, 0x1c-0x1f, 0x85 and 0xa0 included), takes
+ * `GET /path` as HTTP/0.9, and nginx and node skip empty lines before a request. So, after any
+ * leading whitespace and empty lines, the first line is HTTP/1 when
+ * - its first word is a token (RFC 9110 §5.6.2: any case, any token character), and
+ * - a later word starts with `HTTP/` (any case), or the line is exactly `GET` and one more word.
+ * It is `not-http` as soon as the first word holds a byte that is neither a token character nor
+ * whitespace (a TLS record, a length-prefixed binary protocol), or when the whole line is there
+ * and is neither (`SSH-2.0-…`, `EHLO mail.example`, memcached's `get key`).
+ *
+ * The answer needs the whole first line; `need-more` until then. What the caller does with a
+ * stream still undecided at its byte bound or its deadline is its own rule; the inbound takes it
+ * as HTTP/1 (then 400, 408 or 431 from the strict parser), since a line that long or that slow
+ * may still be one a lenient application parser accepts.
  */
-import { METHODS } from 'node:http';
 
 /** Result of {@link detectHttp}. */
 export type HttpDetection = 'need-more' | 'http1' | 'http2' | 'not-http';
 
-/** Default bound on an HTTP/1 request line, CRLF included. */
+/** How many bytes HTTP detection reads at most before the caller's rule for an undecided stream applies. */
 export const HTTP1_MAX_REQUEST_LINE_BYTES = 8192;
 
 /** The HTTP/2 client connection preface (RFC 9113 §3.4), 24 bytes. */
 export const HTTP2_PREFACE = 'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n';
 
 const H2_PREFACE = Buffer.from(HTTP2_PREFACE, 'latin1');
-const VERSION_PREFIX = Buffer.from('HTTP/1.', 'latin1');
-const SP = 0x20;
-const CR = 0x0d;
 const LF = 0x0a;
-const HYPHEN = 0x2d;
 
-/** Methods node:http parses, as bytes, indexed by first byte. */
-const METHODS_BY_FIRST_BYTE = new Map<number, Buffer[]>();
-let maxMethodBytes = 0;
-for (const m of METHODS) {
-  const bytes = Buffer.from(m, 'latin1');
-  const list = METHODS_BY_FIRST_BYTE.get(bytes[0]!) ?? [];
-  list.push(bytes);
-  METHODS_BY_FIRST_BYTE.set(bytes[0]!, list);
-  maxMethodBytes = Math.max(maxMethodBytes, bytes.length);
-}
+/** Bytes Python's `str.split()` splits a Latin-1 request line on (LF ends the line). */
+const WS = new Uint8Array(256);
+for (const c of [0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x1c, 0x1d, 0x1e, 0x1f, 0x20, 0x85, 0xa0]) WS[c] = 1;
 
-function isKnownMethod(buf: Uint8Array, length: number): boolean {
-  const candidates = METHODS_BY_FIRST_BYTE.get(buf[0]!);
-  if (candidates === undefined) return false;
-  outer: for (const m of candidates) {
-    if (m.length !== length) continue;
-    for (let i = 1; i < length; i++) if (buf[i] !== m[i]) continue outer;
-    return true;
-  }
-  return false;
+/** RFC 9110 §5.6.2 token characters. */
+const TCHAR = new Uint8Array(256);
+for (let c = 0x30; c <= 0x39; c++) TCHAR[c] = 1;
+for (let c = 0x41; c <= 0x5a; c++) TCHAR[c] = 1;
+for (let c = 0x61; c <= 0x7a; c++) TCHAR[c] = 1;
+for (const ch of "!#$%&'*+-.^_`|~") TCHAR[ch.charCodeAt(0)] = 1;
+
+/** `HTTP/` in any case starts at `buf[p]` (the caller knows five bytes are there). */
+function isVersionWord(buf: Uint8Array, p: number): boolean {
+  return (buf[p]! | 0x20) === 0x68 && (buf[p + 1]! | 0x20) === 0x74 && (buf[p + 2]! | 0x20) === 0x74 && (buf[p + 3]! | 0x20) === 0x70 && buf[p + 4] === 0x2f;
 }
 
 /**
  * Classifies the stream whose first bytes are `buf` (every byte received so far). Call again
  * with the longer buffer after `need-more`.
  */
-export function detectHttp(buf: Uint8Array, maxLineBytes: number = HTTP1_MAX_REQUEST_LINE_BYTES): HttpDetection {
+export function detectHttp(buf: Uint8Array): HttpDetection {
   const n = buf.length;
   if (n === 0) return 'need-more';
 
-  // HTTP/2 prior knowledge: the exact preface. A divergent prefix may still be POST, PUT, ...
+  // HTTP/2 prior knowledge: the exact preface. A divergent one is read as an HTTP/1 line below.
   let i = 0;
   const h2Bytes = Math.min(n, H2_PREFACE.length);
   while (i < h2Bytes && buf[i] === H2_PREFACE[i]) i++;
   if (i === H2_PREFACE.length) return 'http2';
   if (i === n) return 'need-more';
 
-  // HTTP/1 request line, scanned only up to the line bound.
-  const limit = Math.min(n, maxLineBytes);
-  const needMore = limit === maxLineBytes ? 'not-http' : 'need-more';
   let p = 0;
-  while (p < limit) {
-    const c = buf[p]!;
-    if ((c < 0x41 || c > 0x5a) && c !== HYPHEN) break;
-    if (++p > maxMethodBytes) return 'not-http';
-  }
-  if (p === limit) return needMore;
-  if (buf[p] !== SP || p === 0 || !isKnownMethod(buf, p)) return 'not-http';
-  p++;
+  while (p < n && WS[buf[p]!] === 1) p++;
+  if (p === n) return 'need-more';
+  const methodStart = p;
+  while (p < n && TCHAR[buf[p]!] === 1) p++;
+  if (p === n) return 'need-more';
+  if (WS[buf[p]!] !== 1) return 'not-http';
+  const methodIsGet = p - methodStart === 3 && buf[methodStart] === 0x47 && buf[methodStart + 1] === 0x45 && buf[methodStart + 2] === 0x54;
 
-  const targetStart = p;
-  while (p < limit) {
-    const c = buf[p]!;
-    if (c < 0x21 || c > 0x7e) break;
-    p++;
+  let words = 1;
+  let version = false;
+  for (;;) {
+    while (p < n && buf[p] !== LF && WS[buf[p]!] === 1) p++;
+    if (p === n) return 'need-more';
+    if (buf[p] === LF) break;
+    const start = p;
+    while (p < n && WS[buf[p]!] !== 1) p++;
+    if (p === n) return 'need-more';
+    words++;
+    if (p - start >= 5 && isVersionWord(buf, start)) version = true;
   }
-  if (p === limit) return needMore;
-  if (buf[p] !== SP || p === targetStart) return 'not-http';
-  p++;
-
-  for (let k = 0; k < VERSION_PREFIX.length; k++, p++) {
-    if (p === limit) return needMore;
-    if (buf[p] !== VERSION_PREFIX[k]) return 'not-http';
-  }
-  if (p === limit) return needMore;
-  const minor = buf[p++];
-  if (minor !== 0x30 && minor !== 0x31) return 'not-http';
-  if (p === limit) return needMore;
-  if (buf[p++] !== CR) return 'not-http';
-  if (p === limit) return needMore;
-  return buf[p] === LF ? 'http1' : 'not-http';
+  return version || (words === 2 && methodIsGet) ? 'http1' : 'not-http';
 }

@@ -275,8 +275,8 @@ describe('InboundProxy: application ports, plaintext', () => {
     policies.set(portA, mkServer(detect(), [anyone]));
     const s0 = proxy.stats();
     const c = await plain(portA);
-    await expectEcho(c, 'ping');
-    await expectEcho(c, 'pong');
+    await expectEcho(c, 'ping\n');
+    await expectEcho(c, 'pong\n');
     assert.deepEqual(delta(s0, proxy.stats()), { accepted: 1, tcpAuthzAllow: 1 });
     assert.deepEqual(events, [{ kind: 'allow', port: portA, tls: 'none:no_tls_from_remote', authz: 'anyone' }]);
     assert.equal(proxy.stats().forwarding, 1);
@@ -296,7 +296,7 @@ describe('InboundProxy: application ports, plaintext', () => {
       const s0 = proxy.stats();
       const appBefore = app.connections;
       const c = await plain(portA);
-      await expectClosed(c, 'secret');
+      await expectClosed(c, 'secret\n');
       assert.match(c.error() ?? '', /ECONNRESET|EPIPE/, `${protocol.kind}: a reset, not a clean close`);
       await sleep(20);
       assert.equal(app.connections, appBefore, `${protocol.kind}: the application saw a connection`);
@@ -336,12 +336,37 @@ describe('InboundProxy: application ports, plaintext', () => {
     assert.equal(app.connections, appBefore);
   });
 
-  it('forwards a detect-port stream that never becomes HTTP after the HTTP detect timeout', async () => {
+  it('forwards a mesh TLS stream that says nothing by the HTTP detect timeout as TCP (the server may speak first)', async () => {
     policies.set(portA, mkServer(detect(150), [anyone]));
-    const c = await plain(portA);
-    c.socket.write('GET'); // could still be a request line
-    await waitFor(() => c.received().toString() === 'GET', 'the undetected bytes to be forwarded', WAIT_MS);
-    await expectEcho(c, ' more');
+    const s0 = proxy.stats();
+    const c = await tls(portA, meshClient(x));
+    await waitFor(() => proxy.stats().tcpAuthzAllow > s0.tcpAuthzAllow, 'the silent stream to be forwarded', WAIT_MS);
+    await expectEcho(c, 'hello\n');
+  });
+
+  it('hands a detect-port stream still undecided at the HTTP detect timeout to the HTTP stack as HTTP/1, never forwarding it', async () => {
+    const seen: string[] = [];
+    const p = new InboundProxy(
+      proxyOptions({
+        listen: { host: HOST, meshPort: 0, appPorts: [0] },
+        handleHttp: (conn) => {
+          const first = conn.socket.read() as Buffer | null;
+          seen.push(`${conn.version} ${conn.source} ${(first ?? Buffer.alloc(0)).toString('latin1')}`);
+          conn.socket.end('strict parser\n');
+        },
+      }),
+    );
+    extraProxies.push(p);
+    const port = (await p.start()).appPorts[0] as number;
+    policies.set(port, mkServer(detect(150), [anyone]));
+    const appBefore = app.connections;
+    const c = await plain(port);
+    // The rest of `GET /admin HTTP/1.1` would come after the deadline, where a lenient server would take it.
+    c.socket.write('GET');
+    await within(c.closed, WAIT_MS, 'the HTTP stack to answer');
+    assert.deepEqual(seen, ['http1 detect GET']);
+    assert.equal(c.received().toString(), 'strict parser\n');
+    assert.equal(app.connections, appBefore, 'the application saw a connection');
   });
 
   it('handles garbage as plaintext on every connection-level protocol, never crashing', async () => {
@@ -405,7 +430,7 @@ describe('InboundProxy: mesh TLS on application ports', () => {
   it('detects non-HTTP inside mesh TLS on a detect port and authorizes the identity', async () => {
     policies.set(portA, mkServer(detect(), [onlyIdentity(x.certificate.identity)]));
     const cx = await tls(portA, meshClient(x));
-    await expectEcho(cx, 'ping inside mtls');
+    await expectEcho(cx, 'ping inside mtls\n');
   });
 
   it('refuses a client certificate from another trust anchor', async () => {
@@ -449,11 +474,11 @@ describe('InboundProxy: the mesh port (transport header)', () => {
     policies.set(portA, mkServer(detect(), [onlyIdentity(x.certificate.identity)]));
     const cx = await tls(meshPort, transport(x));
     cx.socket.write(header(portA));
-    await expectEcho(cx, 'opaque over the mesh');
-    assert.equal(cx.received().toString(), 'opaque over the mesh', 'the header is not forwarded');
+    await expectEcho(cx, 'opaque over the mesh\n');
+    assert.equal(cx.received().toString(), 'opaque over the mesh\n', 'the header is not forwarded');
     const cy = await tls(meshPort, transport(y));
     cy.socket.write(header(portA));
-    await expectClosed(cy, 'denied');
+    await expectClosed(cy, 'denied\n');
     assert.deepEqual(
       events.map((e) => [e.kind, e.port, e.tls]),
       [

@@ -15,13 +15,15 @@
  * one) → `None(no_tls_from_remote)`; nothing decisive in time → closed ("tls detection timeout").
  * Local mode puts every pod on a loopback address, so loopback clients are not special-cased: the
  * bytes decide. Then by the port's protocol: `http1`/`http2`/`grpc` → HTTP; `detect` → HTTP
- * detection within the policy's detect timeout, HTTP → HTTP, anything else (or a timeout) → TCP;
- * `tls`, `opaque` and passthrough TLS → TCP.
+ * detection within the policy's detect timeout (lenient: detect-http), HTTP → HTTP, not HTTP →
+ * TCP, still undecided at the deadline or the byte bound → HTTP/1 when bytes came (the strict
+ * parser answers), TCP when none did; `tls`, `opaque` and passthrough TLS → TCP.
  *
  * Mesh port: mTLS to our name with a client identity and ALPN `transport.l5d.io/v1`, else closed
  * ("direct connections must be mutually authenticated"); then the transport header names the
  * target port, whose policy applies with `Established(client id)`. A session protocol → HTTP; a
- * gateway `name` → closed (not supported); otherwise TCP.
+ * gateway `name` → closed (not supported); otherwise the target port's protocol decides, as on
+ * the port itself (an HTTP port is HTTP, `detect` detects, opaque and TLS are TCP).
  *
  * Transparent mode (`originalDst`, §4.1): iptables redirects every inbound connection to the mesh
  * port. One whose original destination (SO_ORIGINAL_DST) is another port P is served exactly as if
@@ -65,7 +67,7 @@ import {
 } from '../core/index.js';
 import { errorMessage, hasCode, type Logger, MeshError, silentLogger } from '../shared/index.js';
 import { CLIENT_HELLO_MAX_PREFIX_BYTES, type ClientHelloSniff, sniffClientHello } from './client-hello.js';
-import { detectHttp, HTTP1_MAX_REQUEST_LINE_BYTES } from './detect-http.js';
+import { detectHttp, HTTP1_MAX_REQUEST_LINE_BYTES, type HttpDetection } from './detect-http.js';
 import { InboundConnectionTracker, type PolicySubscriptions } from './inbound-connection-tracker.js';
 import { forwardTcp } from './inbound-forward.js';
 import { InboundHttp, type InboundHttpSettings } from './inbound-http.js';
@@ -218,7 +220,7 @@ function decideTransportHeader(buf: Buffer): HeaderDecision | 'need-more' {
   return d.kind === 'need-more' ? 'need-more' : d;
 }
 
-function decideHttp(buf: Buffer): ReturnType<typeof detectHttp> {
+function decideHttp(buf: Buffer): HttpDetection {
   return detectHttp(buf);
 }
 
@@ -633,7 +635,10 @@ export class InboundProxy {
           this.#destroy(conn);
           return;
         }
-        const detected = 'result' in r ? r.result : 'not-http';
+        // Undecided at the deadline or the byte bound, with bytes: HTTP/1, for the strict parser to
+        // answer (400 / 408 / 431), since a lenient application parser may still take it as a request
+        // (detect-http). Nothing at all by the deadline: a server-speaks-first protocol, TCP.
+        const detected = 'result' in r ? r.result : r.buffer.length > 0 ? 'http1' : 'not-http';
         if (detected === 'http1' || detected === 'http2') this.#handleHttp(conn, client, detected, 'detect');
         else if (fallback !== undefined) this.#handleHttp(conn, client, fallback, 'protocol');
         else this.#authorizeTcp(conn, client);
@@ -729,8 +734,11 @@ export class InboundProxy {
     const sessionProtocol = header.sessionProtocol;
     this.#withPolicy(conn, (policy) => {
       conn.policy = policy;
+      // Without a session protocol the port's protocol decides, as for a connection on the port
+      // itself: an HTTP port is never relayed as opaque bytes (its routes and header hygiene would
+      // be skipped), and a `detect` port detects.
       if (sessionProtocol !== undefined) this.#handleHttp(conn, client, sessionProtocol, 'transport-header');
-      else this.#authorizeTcp(conn, client);
+      else this.#classify(conn, client.tls);
     });
   }
 

@@ -300,7 +300,7 @@ describe('slow clients', () => {
     );
   });
 
-  it('closes 100 connections dribbling an HTTP/1 request line (408, or a refused TCP stream) or an HTTP/2 preface at the header deadline', async () => {
+  it('closes 100 connections dribbling an HTTP/1 request line (408) or an HTTP/2 preface at the header deadline', async () => {
     const requestLine = Buffer.from('GET /attack/slowloris HTTP/1.1\r\nHost: web\r\n\r\n', 'latin1');
     const ports = [lab.port.h1, lab.port.detect, lab.port.grpc];
     await underAttack(
@@ -327,9 +327,10 @@ describe('slow clients', () => {
             assert.match(text(p), /^HTTP\/1\.1 408 /, where);
           } else if (port === lab.port.detect) {
             detect++;
-            // HTTP detection gives up at the detect deadline; the stream is then TCP and refused.
-            assert.ok(ms >= DETECT_MS - 50 && ms < DETECT_MS + 700, where);
-            assert.equal(text(p), '', where);
+            // Still undecided at the detect deadline: HTTP/1 (a lenient application parser might take
+            // the rest), so the header deadline follows.
+            assert.ok(ms >= DETECT_MS + HEADERS_MS - 50 && ms < DETECT_MS + HEADERS_MS + 4 * CHECK_MS + 700, where);
+            assert.match(text(p), /^HTTP\/1\.1 408 /, where);
           } else {
             grpc++;
             assert.ok(ms >= HEADERS_MS - 50 && ms < HEADERS_MS + 700, where);
@@ -337,8 +338,8 @@ describe('slow clients', () => {
         }
         await eventually(() => {
           const d = delta(s0, lab.proxy.stats());
-          assert.equal(d.tcpAuthzDeny, detect, 'every slow detect-port stream is refused as TCP');
-          assert.equal(d['http:request headers timeout'], h1 + grpc);
+          assert.equal(d.tcpAuthzDeny, undefined, 'no slow detect-port stream goes through as TCP');
+          assert.equal(d['http:request headers timeout'], h1 + detect + grpc);
         });
       },
       { minOps: 10 },
@@ -503,21 +504,22 @@ describe('request smuggling shapes', () => {
           );
         }
       }
+      // Bare LF is detected as HTTP on a detect port too (Python's servers take it), then refused.
       for (const [who, open] of [
         ['plaintext h1', () => rawAttack(lab.port.h1, '')],
+        ['plaintext detect', () => rawAttack(lab.port.detect, '')],
         ['X on h1', () => probe(meshTo(lab, lab.port.h1, ATTACKER_FROM))],
+        ['X on detect', () => probe(meshTo(lab, lab.port.detect, ATTACKER_FROM))],
         ['X via the mesh port', () => probe(transportTo(lab, { port: POD.h1, sessionProtocol: 'http1' }, ATTACKER_FROM))],
+        ['X via the mesh port without a session protocol', () => probe(transportTo(lab, { port: POD.h1 }, ATTACKER_FROM))],
       ] as const) {
         attempts.push((async () => assert.match(await answerOf(open(), bareLf, WAIT_MS, `bare LF from ${who}`), /^HTTP\/1\.1 400 /, `bare LF from ${who}`))());
       }
-      const lfOnDetect = rawAttack(lab.port.detect, bareLf);
       await Promise.all(attempts);
-      await closedByProxy(lfOnDetect, DETECT_MS + 1000, 'bare LF from plaintext on detect');
-      assert.equal(text(lfOnDetect), '');
       await eventually(() => {
         const d = delta(s0, lab.proxy.stats());
         assert.equal(d['http:bad request'], attempts.length);
-        assert.equal(d.tcpAuthzDeny, 1);
+        assert.equal(d.tcpAuthzDeny, undefined);
       });
     });
   });
