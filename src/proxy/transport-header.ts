@@ -13,9 +13,11 @@
  * proto3 wire rules: fields in any order, the last occurrence of a scalar wins, embedded messages
  * merge, unknown fields of every wire type (groups included) are skipped. It is strict where the
  * proxy must be: varints longer than 10 bytes or 64 bits, truncated fields, wrong wire types for
- * known fields, field number 0, lengths over the cap, ports outside 1-65535 and names that are not
- * DNS host names are all `invalid`. Decoding never throws.
+ * known fields, field number 0, lengths over the cap, ports outside 1-65535, names that are not
+ * UTF-8 (any occurrence, as protobuf's own decoders hold) and a final name that is not a DNS host
+ * name are all `invalid`. Decoding never throws.
  */
+import { isUtf8 } from 'node:buffer';
 import { isHostName, isHostNameBytes } from './detect-host-name.js';
 
 /** The preface that starts every transport header. */
@@ -288,6 +290,9 @@ function decodeMessage(buf: Uint8Array, start: number, end: number): TransportHe
       if (wire !== WIRE_LEN) return 'wrong wire type for name';
       const q = readLength(buf, p, end, 'name');
       if (typeof q === 'string') return q;
+      // A proto3 string must be UTF-8 even when a later occurrence replaces it (protobuf and
+      // prost refuse the message); the last one must be a host name, checked below.
+      if (nameEnd > nameStart && !isUtf8(buf.subarray(nameStart, nameEnd))) return 'name is not UTF-8';
       nameStart = q;
       nameEnd = q + varintLo;
       p = nameEnd;
