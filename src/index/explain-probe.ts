@@ -71,6 +71,12 @@ const PROTOCOL_NAMES: Record<InboundServer['protocol']['kind'], string> = {
   tls: 'TLS',
 };
 
+/**
+ * The proxy's admin port (the proxy's `ADMIN_POLICY_PORT`): the proxy serves it itself, HTTP only,
+ * so a stream that is not HTTP is never forwarded there, whatever the port's policy says.
+ */
+const PROXY_ADMIN_PORT = 4191;
+
 /** The first usable address of the first cluster network: a client "inside the cluster". */
 export function defaultClientIp(ws: PolicyView): string {
   const net = ws.config.clusterNetworks[0];
@@ -174,11 +180,13 @@ export function evaluate(ws: PolicyView, p: Probe): ExplainResult {
   const k = server.protocol.kind;
   let trace: Trace;
   const httpPort = k === 'http1' || k === 'http2' || k === 'grpc';
-  if (req === undefined && httpPort) {
+  if (req === undefined && (httpPort || p.port === PROXY_ADMIN_PORT)) {
     // Raw bytes on a port that only speaks HTTP fail at the protocol level.
     chain.push({
       step: 'protocol',
-      detail: `${PROTOCOL_NAMES[k]}: the proxy expects HTTP here, so a non-HTTP stream is a protocol error and the connection is closed`,
+      detail: httpPort
+        ? `${PROTOCOL_NAMES[k]}: the proxy expects HTTP here, so a non-HTTP stream is a protocol error and the connection is closed`
+        : `the proxy's admin port: the proxy serves it itself, HTTP only (give --http to explain a request), so a non-HTTP stream is a protocol error and the connection is closed`,
     });
     const sm = server.meta;
     const result: ExplainResult = {
