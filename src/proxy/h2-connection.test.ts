@@ -737,3 +737,107 @@ describe('H2Connection against malformed and abusive peers', { timeout: 20_000 }
     assert.equal(c.rst(1), undefined);
   });
 });
+
+describe('H2Connection stream states (RFC 9113 §5.1, §5.3.1)', { timeout: 20_000 }, () => {
+  const server = ourServer((stream, block) => {
+    if (get(block.pairs, ':path') === '/reset') {
+      stream.events = { headers: () => {}, data: () => {}, closed: () => {} };
+      stream.reset(H2_CANCEL);
+      return;
+    }
+    echo(stream, block);
+  });
+  const GET = [':method', 'GET', ':scheme', 'http', ':path', '/x', ':authority', 'a'];
+  const data = (id: number) => RawClient.frame(0, 0x1, id, Buffer.from('late'));
+
+  /** A client whose GET on stream 1 was answered whole (both sides ended: the stream is closed). */
+  async function closedStream(): Promise<RawClient> {
+    const { port } = await server;
+    const c = new RawClient(port);
+    c.preface();
+    c.headers(1, GET);
+    await c.until(() => c.frames.some((f) => f.type === 1 && f.id === 1 && (f.flags & 0x1) !== 0), 'the response ended');
+    return c;
+  }
+
+  it('fails the connection with STREAM_CLOSED on DATA or HEADERS on a stream the client ended', async () => {
+    const cases: [string, (c: RawClient) => void][] = [
+      ['DATA', (c) => c.send(data(1))],
+      ['HEADERS', (c) => c.headers(1, GET)],
+    ];
+    for (const [what, act] of cases) {
+      const c = await closedStream();
+      act(c);
+      await c.until(() => c.ended, `${what}: connection closed`);
+      assert.equal(c.goaway()?.code, 0x5, what);
+    }
+  });
+
+  it('fails the connection with STREAM_CLOSED on DATA or HEADERS after the client reset the stream', async () => {
+    const { port } = await server;
+    const cancel = Buffer.alloc(4);
+    cancel.writeUInt32BE(H2_CANCEL);
+    for (const [what, late] of [
+      ['DATA', (c: RawClient) => c.send(data(1))],
+      ['HEADERS', (c: RawClient) => c.headers(1, ['x-t', '1'])],
+    ] as const) {
+      const c = new RawClient(port);
+      c.preface();
+      c.headers(1, REQ, 0x4);
+      c.send(RawClient.frame(3, 0, 1, cancel));
+      late(c);
+      await c.until(() => c.ended, `${what}: connection closed`);
+      assert.equal(c.goaway()?.code, 0x5, what);
+    }
+  });
+
+  it('ignores DATA and trailers in flight on a stream it reset itself', async () => {
+    const { port } = await server;
+    const c = new RawClient(port);
+    c.preface();
+    c.headers(1, [...REQ.slice(0, 4), ':path', '/reset', ':authority', 'a'], 0x4);
+    await c.until(() => c.rst(1) !== undefined, 'the stream reset');
+    c.send(data(1));
+    c.headers(1, ['x-t', '1'], 0x5);
+    c.headers(3, GET);
+    await c.until(() => c.responseStatus(3) !== undefined, 'the next request answered');
+    assert.equal(c.responseStatus(3), '200');
+    assert.equal(c.goaway(), undefined);
+  });
+
+  it('fails the connection with PROTOCOL_ERROR on a stream id below one already opened', async () => {
+    const { port } = await server;
+    const c = new RawClient(port);
+    c.preface();
+    c.headers(5, GET);
+    c.headers(3, GET);
+    await c.until(() => c.ended, 'connection closed');
+    assert.equal(c.goaway()?.code, 0x1);
+    assert.equal(c.responseStatus(3), undefined);
+  });
+
+  it('resets a stream that depends on itself (HEADERS), and fails the connection for PRIORITY naming an idle one', async () => {
+    const { port } = await server;
+    const c = new RawClient(port);
+    c.preface();
+    const self = Buffer.from([0, 0, 0, 1, 255]);
+    c.send(RawClient.frame(1, 0x5 | 0x20, 1, Buffer.concat([self, c.block(GET)])));
+    c.headers(3, GET);
+    await c.until(() => c.responseStatus(3) !== undefined, 'the next request answered');
+    assert.equal(c.rst(1), 0x1);
+    assert.equal(c.responseStatus(1), undefined);
+    // PRIORITY of an open stream on itself: a stream error too.
+    c.headers(5, REQ, 0x4);
+    c.send(RawClient.frame(2, 0, 5, Buffer.from([0, 0, 0, 5, 16])));
+    await c.until(() => c.rst(5) !== undefined, 'stream 5 reset');
+    assert.equal(c.rst(5), 0x1);
+    assert.equal(c.goaway(), undefined);
+
+    const idle = new RawClient(port);
+    idle.preface();
+    idle.send(RawClient.frame(2, 0, 7, Buffer.from([0, 0, 0, 7, 16])));
+    await idle.until(() => idle.ended, 'connection closed');
+    assert.equal(idle.goaway()?.code, 0x1);
+    assert.equal(idle.rst(7), undefined, 'no RST_STREAM names an idle stream');
+  });
+});

@@ -23,8 +23,13 @@
  *   A request over `MAX_CONCURRENT_STREAMS` is refused (REFUSED_STREAM); one over the header list
  *   bounds (size, or {@link MAX_HEADER_FIELDS} fields) is answered 431.
  * - Connection errors (GOAWAY with the code, then the socket is closed): frame sizes and types out
- *   of place, a stream id reused or from the wrong side, HPACK errors, window overflows, a header
- *   block not continued by CONTINUATION frames or larger than twice the header list bound.
+ *   of place, a stream id reused, from the wrong side or below one already opened (PROTOCOL_ERROR),
+ *   HPACK errors, window overflows, a header block not continued by CONTINUATION frames or larger
+ *   than twice the header list bound. DATA or HEADERS on a stream the peer closed (its END_STREAM
+ *   or RST_STREAM; the last {@link CLOSED_MEMORY} such streams are remembered) is STREAM_CLOSED
+ *   (RFC 9113 §5.1 allows a connection error there); on a stream we reset, what the peer sent
+ *   before it learnt of the reset is ignored. A stream that depends on itself (HEADERS or
+ *   PRIORITY) is reset with PROTOCOL_ERROR (§5.3.1), or fails the connection when it is idle.
  * - Abuse: resets sent by the peer or caused by its errors draw on a budget of
  *   {@link RESET_BURST}, refilled at {@link RESET_REFILL_PER_S}/s (the "rapid reset" attack, as
  *   nghttp2 bounds it); so do empty DATA frames and SETTINGS frames after the first. A peer
@@ -69,6 +74,8 @@ const FLAG_ACK = 0x1;
 const FLAG_END_HEADERS = 0x4;
 const FLAG_PADDED = 0x8;
 const FLAG_PRIORITY = 0x20;
+/** Not a wire flag: a header block whose HEADERS frame made its stream depend on itself. */
+const SELF_DEPENDENT = 0x100;
 
 const SETTINGS_HEADER_TABLE_SIZE = 0x1;
 const SETTINGS_ENABLE_PUSH = 0x2;
@@ -110,6 +117,13 @@ const LINGER_STEP_MS = 1000;
 const LINGER_STALL_MS = 5000;
 const LINGER_MAX_MS = 30_000;
 const MAX_STREAM_ID = 0x7fff_ffff;
+/**
+ * Streams remembered after they closed with the peer's end or reset (frames on them are then a
+ * connection error); one closed longer ago is taken for one we reset, whose frames are ignored.
+ */
+const CLOSED_MEMORY = 128;
+/** Ranges of stream ids the peer skipped that are remembered (HEADERS on one is a connection error). */
+const SKIPPED_MEMORY = 16;
 
 /** Settings of an {@link H2Connection}. */
 export interface H2ConnectionOptions {
@@ -230,6 +244,11 @@ export class H2Connection {
   #continuing: { id: number; flags: number; parts: Buffer[]; size: number } | undefined;
   /** Highest stream id the peer opened (server) / we opened (client). */
   #lastPeerId = 0;
+  /** The last {@link CLOSED_MEMORY} streams closed by the peer's END_STREAM or RST_STREAM (a ring; 0: empty). */
+  readonly #closedByPeerIds = new Int32Array(CLOSED_MEMORY);
+  #closedAt = 0;
+  /** Server: ranges [first, last] of stream ids the peer skipped (implicitly closed), the latest {@link SKIPPED_MEMORY}. */
+  #skipped: number[] = [];
   #nextId = 1;
   #active = 0;
   /** Client streams waiting for a concurrency slot. */
@@ -548,6 +567,11 @@ export class H2Connection {
       case PRIORITY:
         if (id === 0) this.#fail(H2_PROTOCOL_ERROR, 'PRIORITY on stream 0');
         else if (payload.length !== 5) this.#streamError(id, H2_FRAME_SIZE_ERROR);
+        else if ((payload.readUInt32BE(0) & 0x7fff_ffff) === id) {
+          // A stream error (RFC 9113 §5.3.1), but an idle stream must not be named by RST_STREAM.
+          if (this.#idle(id)) this.#fail(H2_PROTOCOL_ERROR, `stream ${id} depends on itself`);
+          else this.#streamError(id, H2_PROTOCOL_ERROR);
+        }
         return;
       case RST_STREAM:
         this.#onRst(id, payload);
@@ -584,6 +608,32 @@ export class H2Connection {
     return peerOpened ? id > this.#lastPeerId : id >= this.#nextId;
   }
 
+  /**
+   * True when `id` is a stream the peer closed lately (its END_STREAM or RST_STREAM) or, as a
+   * server, one it skipped: it may send nothing more there, DATA and HEADERS are a connection
+   * error STREAM_CLOSED (RFC 9113 §5.1). Other closed streams are ones we reset, where frames
+   * the peer sent before it learnt of that are to be expected and ignored.
+   */
+  #closedByPeer(id: number): boolean {
+    return this.#closedByPeerIds.includes(id) || this.#wasSkipped(id);
+  }
+
+  #wasSkipped(id: number): boolean {
+    const r = this.#skipped;
+    for (let i = 0; i + 1 < r.length; i += 2) if (id >= (r[i] as number) && id <= (r[i + 1] as number)) return true;
+    return false;
+  }
+
+  /** Server: the peer opened stream `id` (above every earlier one); the ids it skipped are closed. */
+  #openPeerId(id: number): void {
+    const next = this.#lastPeerId === 0 ? 1 : this.#lastPeerId + 2;
+    if (id > next) {
+      this.#skipped.push(next, id - 2);
+      if (this.#skipped.length > 2 * SKIPPED_MEMORY) this.#skipped.splice(0, 2);
+    }
+    this.#lastPeerId = id;
+  }
+
   #onDataFrame(flags: number, id: number, payload: Buffer): void {
     if (id === 0) {
       this.#fail(H2_PROTOCOL_ERROR, 'DATA on stream 0');
@@ -612,7 +662,8 @@ export class H2Connection {
     if (s === undefined || s.remoteEnded || (!this.#server && !s.headersDone)) {
       if (s === undefined && this.#idle(id)) this.#fail(H2_PROTOCOL_ERROR, 'DATA on an idle stream');
       else if (s !== undefined) this.#streamError(id, s.remoteEnded ? H2_STREAM_CLOSED : H2_PROTOCOL_ERROR);
-      // else: a stream closed already (reset by us, say), with data in flight: ignored.
+      else if (this.#closedByPeer(id)) this.#fail(H2_STREAM_CLOSED, `DATA on closed stream ${id}`);
+      // else: a stream we reset, with data in flight: ignored.
       return;
     }
     if (total > s.recvWindow) {
@@ -658,6 +709,7 @@ export class H2Connection {
       this.#fail(H2_PROTOCOL_ERROR, 'padding exceeds the frame');
       return;
     }
+    if (flags & FLAG_PRIORITY && (payload.readUInt32BE(start - 5) & 0x7fff_ffff) === id) flags |= SELF_DEPENDENT;
     const fragment = payload.subarray(start, end);
     if (flags & FLAG_END_HEADERS) this.#onHeaderBlock(id, flags, fragment);
     else this.#continuing = { id, flags, parts: [Buffer.from(fragment)], size: fragment.length };
@@ -693,16 +745,22 @@ export class H2Connection {
     const s = this.#streams.get(id);
     if (s === undefined) {
       const peerOpened = (id & 1) === (this.#server ? 1 : 0);
-      if (!this.#server || !peerOpened) {
-        // A stream already closed is ignored (its block was decoded: the table stays in step).
+      if (!this.#server || !peerOpened || id <= this.#lastPeerId) {
+        // The block was decoded all the same: the table stays in step.
         if (this.#idle(id)) this.#fail(H2_PROTOCOL_ERROR, `HEADERS on idle stream ${id}`);
+        else if (this.#wasSkipped(id)) this.#fail(H2_PROTOCOL_ERROR, `stream ${id} opened after a higher one`);
+        else if (this.#closedByPeer(id)) this.#fail(H2_STREAM_CLOSED, `HEADERS on closed stream ${id}`);
+        // Else a stream we reset: its trailers are ignored, and not charged (RFC 9113 §5.1:
+        // frames in flight when we reset are to be expected).
         return;
       }
-      // A stream already closed (reset by us, say): its trailers are ignored, and not charged
-      // (RFC 9113 §5.1: frames in flight when we reset are to be expected).
-      if (id <= this.#lastPeerId) return;
-      this.#lastPeerId = id;
-      this.#onRequest(id, decoded, endStream);
+      this.#openPeerId(id);
+      if (flags & SELF_DEPENDENT) this.#streamError(id, H2_PROTOCOL_ERROR);
+      else this.#onRequest(id, decoded, endStream);
+      return;
+    }
+    if (flags & SELF_DEPENDENT) {
+      this.#streamError(id, H2_PROTOCOL_ERROR);
       return;
     }
     if (!this.#server && !s.headersDone) {
@@ -803,7 +861,14 @@ export class H2Connection {
     this.#spend(1);
     if (this.#dead) return;
     const s = this.#streams.get(id);
-    if (s !== undefined) this.resetStream(s, payload.readUInt32BE(0), true);
+    if (s === undefined) return;
+    this.#noteClosedByPeer(id);
+    this.resetStream(s, payload.readUInt32BE(0), true);
+  }
+
+  #noteClosedByPeer(id: number): void {
+    this.#closedByPeerIds[this.#closedAt] = id;
+    this.#closedAt = (this.#closedAt + 1) % CLOSED_MEMORY;
   }
 
   #onSettings(flags: number, id: number, payload: Buffer): void {
@@ -1200,7 +1265,10 @@ export class H2Connection {
   #finish(s: H2Stream, code: number | undefined, byPeer: boolean): void {
     if (s.closed) return;
     s.closed = true;
-    if (s.id !== 0 && this.#streams.delete(s.id)) this.#active--;
+    if (s.id !== 0 && this.#streams.delete(s.id)) {
+      this.#active--;
+      if (s.remoteEnded) this.#noteClosedByPeer(s.id);
+    }
     this.#blocked.delete(s);
     s.queue = [];
     s.queued = 0;
