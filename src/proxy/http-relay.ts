@@ -35,6 +35,11 @@ export interface Http1UpstreamRequest {
    * misbehaving server sends a body anyway.
    */
   readonly upstreamIsProxy?: boolean;
+  /**
+   * Sent with `connection: close` on a connection that is then never reused: for a request whose
+   * body the upstream may leave unread, which it would then parse as the next request.
+   */
+  readonly closeAfter?: boolean;
 }
 
 /** How {@link relayHttp1} reports an exchange to its caller. The hooks must not throw. */
@@ -267,6 +272,7 @@ export function relayHttp1(
       headers: request.headers,
       body: req.body,
       keepAfterHead: request.upstreamIsProxy === true,
+      close: request.closeAfter === true,
     },
     exchange,
   );

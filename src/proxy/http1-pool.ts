@@ -45,6 +45,8 @@ export interface Http1PoolRequest {
   readonly body: Readable | null;
   /** Keep the connection after a HEAD request (the server is known not to send a body anyway). */
   readonly keepAfterHead?: boolean;
+  /** Ask the upstream to close after this request (`connection: close`), and never reuse its connection. */
+  readonly close?: boolean;
 }
 
 /** How a pool reports an exchange. Each handler gets `onComplete` or `onError`, once. */
@@ -242,6 +244,10 @@ class Connection {
     }
     // An application may send a body to HEAD anyway: its connection is not reused after one.
     if (req.method === 'HEAD' && req.keepAfterHead !== true) this.spent = true;
+    if (req.close === true) {
+      head += 'connection: close\r\n';
+      this.spent = true;
+    }
     if (body === null) {
       ex.sent = true;
       this.socket.write(`${head}\r\n`, 'latin1');

@@ -36,7 +36,14 @@
  *   requests never reach the application and the connection is closed. Bodies are re-framed by
  *   the upstream pool (http1-pool) toward the application, never relayed as raw bytes. A request
  *   that cannot be written as it came (an asterisk-form `OPTIONS *`, two Host headers:
- *   `refusalOf`) is answered 400 and the connection closed.
+ *   `refusalOf`) is answered 400 and the connection closed. A request whose body the application
+ *   may leave unread (a body on GET, HEAD, OPTIONS, DELETE or TRACE: Python's http.server then
+ *   runs the body as a second request) goes with `connection: close` on an application
+ *   connection that is never reused, so smuggled bytes are never parsed and no response to them
+ *   can reach another client.
+ * - Targets (core/request-target): the policy sees, and the application receives, the normalized
+ *   path; an absolute-form target's authority replaces `Host`; a target that cannot be normalized
+ *   safely (a fragment, `%2F`, a backslash…) is answered 400.
  * - Limits: the header block is bounded (`maxHeaderBytes`, 431) and must arrive within
  *   `headersTimeoutMs` of the request's first byte (408; a coarse check over the connections, no
  *   timer per request). An HTTP/2 client's connection preface and first SETTINGS frame must arrive
@@ -180,6 +187,14 @@ function splitTarget(url: string): { readonly path: string; readonly authority: 
   const rest = m[2] ?? '';
   return { path: rest === '' ? '/' : rest.startsWith('/') ? rest : `/${rest}`, authority: m[1] };
 }
+
+/**
+ * Methods whose request body has no defined meaning (RFC 9110 §9.3), so an application may leave
+ * it unread and parse it as the next request on the connection: such a request with a body goes
+ * with `connection: close` on a connection that is never reused. Refusing it instead would break
+ * real APIs (Elasticsearch searches with GET bodies, Kubernetes deletes with DELETE bodies).
+ */
+const BODY_MAY_BE_IGNORED: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'DELETE', 'TRACE']);
 
 /** What an absolute-form target's authority may be: `host[:port]`, no userinfo (RFC 9110 §4.2.4), not empty. */
 const AUTHORITY = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9\-._~!$&'()*+,;=%]+)(?::[0-9]{0,5})?$/;
@@ -575,7 +590,7 @@ export class InboundHttp {
       this.#upstream.pool1(ctx.appHost, ctx.appPort),
       req,
       res,
-      { method, path, headers },
+      { method, path, headers, closeAfter: req.body !== null && BODY_MAY_BE_IGNORED.has(method) },
       {
         head: (status, h) => ex?.head(status, grpcStatusValue(headerValue(h, 'grpc-status'))),
         trailers: (t) => ex?.trailers(grpcStatusValue(headerValue(t, 'grpc-status'))),
