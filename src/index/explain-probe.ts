@@ -10,6 +10,7 @@ import {
   formatIp,
   type InboundServer,
   type Meta,
+  normalizeRequestTarget,
   parseIp,
   type RequestInfo,
   serviceAccountIdentity,
@@ -54,7 +55,8 @@ export interface Probe {
 /** The explain JSON (CLI.md). */
 export interface ExplainResult {
   readonly decision: 'allow' | 'audit-allow' | 'deny';
-  readonly denyKind: 'http403' | 'http404' | 'grpc7' | 'grpc5' | 'tcp-refuse' | 'http500' | null;
+  /** `http400`: the proxy refuses the request target before any route (core/request-target). */
+  readonly denyKind: 'http400' | 'http403' | 'http404' | 'grpc7' | 'grpc5' | 'tcp-refuse' | 'http500' | null;
   readonly level: 'http' | 'tcp';
   readonly server: { readonly kind: 'server' | 'default'; readonly name: string };
   readonly route: { readonly kind: string; readonly name: string } | null;
@@ -215,8 +217,35 @@ export function evaluate(ws: PolicyView, p: Probe): ExplainResult {
       step: 'protocol',
       detail: `${PROTOCOL_NAMES[k]}: every request is authorized on its own, by route (${per}); a denied request never closes the connection`,
     });
-    trace = traceRequest(cs, client, req);
-    chain.push({ step: 'request', detail: `${req.method} ${req.path}${req.headers.host !== undefined ? ` (host ${req.headers.host})` : ''}` });
+    // The proxy decides on the normalized target and sends the application that one.
+    const normalized = normalizeRequestTarget(req.path);
+    const host = req.headers.host !== undefined ? ` (host ${req.headers.host})` : '';
+    if (!normalized.ok) {
+      chain.push({ step: 'request', detail: `${req.method} ${req.path}${host}: refused before any route: ${normalized.reason}` });
+      const sm = server.meta;
+      return {
+        decision: 'deny',
+        denyKind: 'http400',
+        level: 'http',
+        server: { kind: sm.kind === 'default' ? 'default' : 'server', name: sm.name },
+        route: null,
+        authz: null,
+        chain: [
+          ...chain,
+          {
+            step: 'verdict',
+            detail: k === 'grpc' ? 'deny: gRPC status 13 INTERNAL (HTTP 400: bad request target)' : 'deny: HTTP 400 Bad Request (bad request target)',
+          },
+        ],
+      };
+    }
+    const changed = normalized.target !== req.path;
+    const request: RequestInfo = changed ? { ...req, path: normalized.target } : req;
+    trace = traceRequest(cs, client, request);
+    chain.push({
+      step: 'request',
+      detail: `${req.method} ${req.path}${host}${changed ? `, normalized to ${normalized.target} (what policy matches and the application receives)` : ''}`,
+    });
     for (const r of trace.routes) {
       const outcome = r.outcome === 'selected' ? 'selected' : r.outcome === 'matches' ? 'matches, but a more specific or older route wins' : `no: ${r.outcome}`;
       chain.push({ step: 'route', detail: `${metaRef(r.meta)}: ${outcome}` });

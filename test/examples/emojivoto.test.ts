@@ -62,3 +62,29 @@ describe('examples/emojivoto', () => {
     assert.deepEqual(r.server, { kind: 'default', name: 'deny' });
   });
 });
+
+describe('explain decides on the target the proxy normalizes', () => {
+  const explain = async (http: string) => {
+    const io = bufferIo();
+    const status = await main(
+      ['explain', '-f', DIR, '--to', 'deploy/web:8080', '-n', 'emojivoto', '--from-sa', 'emojivoto/vote-bot', '--http', http, '-o', 'json'],
+      io,
+    );
+    assert.equal(status, 0, io.stderr);
+    return JSON.parse(io.stdout) as { decision: string; denyKind: string | null; route: { name: string } | null; chain: { step: string; detail: string }[] };
+  };
+  it('matches routes on the normalized path and says what the application receives', async () => {
+    const plain = await explain('GET /api/vote?choice=:joy:');
+    const tricked = await explain('GET /x/..//api/%76ote?choice=:joy:');
+    assert.equal(tricked.decision, plain.decision);
+    assert.deepEqual(tricked.route, plain.route);
+    assert.match(tricked.chain.find((c) => c.step === 'request')?.detail ?? '', /normalized to \/api\/vote\?choice=:joy:/);
+  });
+  it('refuses what the proxy refuses, with 400', async () => {
+    for (const path of ['/api/vote%2F', '/api/vote#x', '/api/..\\vote']) {
+      const r = await explain(`GET ${path}`);
+      assert.equal(r.decision, 'deny', path);
+      assert.equal(r.denyKind, 'http400', path);
+    }
+  });
+});
