@@ -9,8 +9,9 @@
  * starting with that prefix yields the same result, and any input of at least
  * {@link CLIENT_HELLO_MAX_PREFIX_BYTES} bytes yields a decision.
  *
- * - `not-tls`: the first bytes are not a TLS handshake record header (`16 03 00..04`). SSLv2-style
- *   hellos (first byte with the high bit set) land here.
+ * - `not-tls`: the first bytes are not a TLS handshake record header (`16 03 xx`: any minor
+ *   version, as OpenSSL takes it for a ClientHello's records). SSLv2-style hellos (first byte
+ *   with the high bit set) land here.
  * - `malformed`: the bytes start like TLS but break the record layer, the handshake framing or the
  *   ClientHello structure, exceed the size bounds, or carry an SNI that is not a DNS host name.
  * - `hello`: a complete, structurally valid ClientHello. Bytes after it are not examined.
@@ -73,12 +74,15 @@ function malformed(reason: string): Malformed {
   return { kind: 'malformed', reason };
 }
 
-/** Whether a record header starts at `at` as far as its bytes are present (type and version). */
+/**
+ * Whether a record header starts at `at` as far as its bytes are present (type and major
+ * version). The minor version is not looked at: RFC 8446 §5.1 says it must not be, and OpenSSL
+ * reads a hello in records of any 3.x (a stricter check let such a hello pass as not TLS).
+ */
 function recordPrefixIsHandshake(buf: Uint8Array, at: number): boolean {
   const n = buf.length;
   if (at < n && buf[at] !== CONTENT_TYPE_HANDSHAKE) return false;
-  if (at + 1 < n && buf[at + 1] !== 0x03) return false;
-  return !(at + 2 < n && buf[at + 2]! > 0x04);
+  return !(at + 1 < n && buf[at + 1] !== 0x03);
 }
 
 /**
@@ -152,7 +156,8 @@ function parseClientHello(input: Uint8Array, start: number, end: number): Client
   let p = start;
   // legacy_version (2) + random (32) + session id length (1)
   if (end - p < 35) return malformed('ClientHello truncated before the session id');
-  if (buf[p] !== 0x03) return malformed('ClientHello legacy_version is not 3.x');
+  // A later version than the server knows asks for its highest (RFC 5246 E.1; OpenSSL takes 4.x).
+  if (buf[p]! < 0x03) return malformed('ClientHello legacy_version is below 3.0');
   p += 34;
   const sessionIdLength = buf[p++]!;
   if (sessionIdLength > 32) return malformed('session id longer than 32 bytes');
