@@ -19,7 +19,7 @@ export interface ForwardTarget {
  * called (once, before `client` is destroyed) when the upstream connection fails before it is
  * established. Returns the upstream socket.
  */
-export function forwardTcp(client: Socket, target: ForwardTarget, onConnectError: (err: Error) => void): Socket {
+export function forwardTcp(client: Socket, target: ForwardTarget, onConnectError: (err: Error) => void, clientGate?: Promise<boolean>): Socket {
   const upstream = connect({ host: target.host, port: target.port, allowHalfOpen: true, noDelay: true });
   let connected = false;
   upstream.once('connect', () => {
@@ -29,15 +29,17 @@ export function forwardTcp(client: Socket, target: ForwardTarget, onConnectError
   upstream.on('error', (err) => {
     if (!connected) onConnectError(err);
   });
-  pipeBoth(client, upstream);
+  pipeBoth(client, upstream, clientGate);
   return upstream;
 }
 
 /**
  * Pipes two `allowHalfOpen` sockets both ways (`client` gets `noDelay`): an error or an unclean
- * close of either takes the other down. Used for inbound forwarding and outbound tunnels.
+ * close of either takes the other down. Used for inbound forwarding and outbound tunnels. With
+ * `clientGate`, the client's bytes flow only once it resolves true (the upstream's at once: a
+ * server may speak first); false destroys both.
  */
-export function pipeBoth(client: Socket, upstream: Socket): void {
+export function pipeBoth(client: Socket, upstream: Socket, clientGate?: Promise<boolean>): void {
   client.on('error', () => upstream.destroy());
   upstream.on('error', () => client.destroy());
   upstream.on('close', () => {
@@ -47,7 +49,22 @@ export function pipeBoth(client: Socket, upstream: Socket): void {
     if (!isCleanlyClosed(client)) upstream.destroy();
   });
   client.setNoDelay(true);
-  client.pipe(upstream);
+  if (clientGate === undefined) client.pipe(upstream);
+  else {
+    void clientGate.then(
+      (open) => {
+        if (open && !client.destroyed && !upstream.destroyed) client.pipe(upstream);
+        else {
+          client.destroy();
+          upstream.destroy();
+        }
+      },
+      () => {
+        client.destroy();
+        upstream.destroy();
+      },
+    );
+  }
   upstream.pipe(client);
   // A side already gone would never emit the 'close' that takes the other down.
   if (client.destroyed) upstream.destroy();

@@ -382,7 +382,7 @@ describe('InboundProxy: application ports, plaintext', () => {
       random(64),
       random(4096),
       Buffer.from([0x16, 0x03, 0x01, 0x00, 0x05, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x01]), // a record, but not a ClientHello
-      Buffer.from([0x16, 0x03, 0x09, 0x00]), // bad version
+      Buffer.from([0x16, 0x02, 0x00, 0x00]), // not a TLS 1.x record
       Buffer.from('\x80\x2e\x01\x03\x01'), // SSLv2-style hello
       Buffer.from('\r\n\r\n\0\0\0'),
     ];
@@ -664,6 +664,88 @@ describe('InboundProxy: resources', () => {
     assert.equal(st.forwarding, 0);
     assert.equal(st.policySubscriptions, 0);
     assert.equal(policies.listenerCount, 0);
+  });
+
+  it('sheds the oldest unfinished connection beyond maxUnfinished', async () => {
+    const p = new InboundProxy(proxyOptions({ listen: { host: HOST, meshPort: 0, appPorts: [0] }, limits: { maxUnfinished: 3 } }));
+    extraProxies.push(p);
+    const port = (await p.start()).appPorts[0] as number;
+    policies.set(port, mkServer(detect(), [anyone]));
+    // Half-open handshakes: a ClientHello's first bytes, then nothing.
+    const hello = Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00, 0x01]);
+    const conns: Probe[] = [];
+    for (let i = 0; i < 4; i++) {
+      const c = await plain(port);
+      c.socket.write(hello);
+      conns.push(c);
+      await waitFor(() => p.stats().accepted === i + 1, 'the proxy to accept it', WAIT_MS);
+    }
+    await within((conns[0] as Probe).closed, WAIT_MS, 'the oldest to be shed');
+    assert.deepEqual(p.stats().tcpErrors, { 'unfinished connection limit': 1 });
+    for (const c of conns.slice(1)) assert.equal(c.socket.destroyed, false);
+    // A healthy client still gets through (the next oldest makes room), and once established it
+    // no longer counts: the connections after it are not shed for it.
+    const ok = await tls(port, meshClient(x));
+    await expectEcho(ok, 'still served\n');
+    await within((conns[1] as Probe).closed, WAIT_MS, 'the next oldest to be shed');
+    const later = await plain(port);
+    later.socket.write(hello);
+    await waitFor(() => p.stats().accepted === 6, 'the proxy to accept it', WAIT_MS);
+    assert.deepEqual(p.stats().tcpErrors, { 'unfinished connection limit': 2 });
+    for (const c of [...conns.slice(2), later]) assert.equal(c.socket.destroyed, false);
+  });
+
+  it('at maxConnections sheds plaintext before meshed connections, and never a meshed one for another', async () => {
+    const p = new InboundProxy(proxyOptions({ listen: { host: HOST, meshPort: 0, appPorts: [0, 0] }, limits: { maxConnections: 3 } }));
+    extraProxies.push(p);
+    const [meshedPort, plainPort] = (await p.start()).appPorts as [number, number];
+    policies.set(meshedPort, mkServer(TLS, [anyone]));
+    policies.set(plainPort, mkServer(OPAQUE, [anyone]));
+    const a = await tls(meshedPort, meshClient(x));
+    await expectEcho(a, 'a\n');
+    const plainC = await plain(plainPort);
+    await expectEcho(plainC, 'c\n');
+    const b = await tls(meshedPort, meshClient(y));
+    await expectEcho(b, 'b\n');
+    assert.equal(plainC.socket.destroyed, false);
+    // A fourth: the plaintext one goes.
+    const d = await tls(meshedPort, meshClient(x));
+    await expectEcho(d, 'd\n');
+    await within(plainC.closed, WAIT_MS, 'the plaintext connection to be shed');
+    // A fifth: only meshed connections are held, so it is refused.
+    const e = await plain(plainPort);
+    await within(e.closed, WAIT_MS, 'the new connection to be refused');
+    assert.deepEqual(p.stats().tcpErrors, { 'connection limit': 2 });
+    for (const m of [a, b, d]) await expectEcho(m, 'meshed still served\n');
+  });
+
+  it('closes a forwarded TCP connection idle for tcpIdleTimeoutMs, and not one that carries bytes', async () => {
+    const p = new InboundProxy(proxyOptions({ listen: { host: HOST, meshPort: 0, appPorts: [0] }, limits: { tcpIdleTimeoutMs: 300 } }));
+    extraProxies.push(p);
+    const port = (await p.start()).appPorts[0] as number;
+    policies.set(port, mkServer(OPAQUE, [anyone]));
+    const idle = await plain(port);
+    await expectEcho(idle, 'then nothing\n');
+    const busy = await plain(port);
+    const ticker = setInterval(() => busy.socket.write('.'), 50);
+    try {
+      await within(idle.closed, WAIT_MS, 'the idle connection to close');
+      assert.equal(busy.socket.destroyed, false, 'a connection carrying bytes stays');
+    } finally {
+      clearInterval(ticker);
+    }
+    assert.deepEqual(p.stats().tcpErrors, { 'tcp idle timeout': 1 });
+  });
+
+  it('closes a stream silent until the HTTP detect deadline whose first bytes then are HTTP', async () => {
+    policies.set(portA, mkServer(detect(150), [anyone]));
+    const s0 = proxy.stats();
+    const c = await tls(portA, meshClient(x));
+    await waitFor(() => proxy.stats().tcpAuthzAllow > s0.tcpAuthzAllow, 'the silent stream to be forwarded', WAIT_MS);
+    const chunksBefore = app.firstChunks.length;
+    await expectClosed(c, `GET /admin HTTP/1.1\r\nHost: web\r\nl5d-client-id: ${y.certificate.identity}\r\n\r\n`);
+    assert.equal(app.firstChunks.length, chunksBefore, 'no byte reached the application');
+    assert.deepEqual(delta(s0, proxy.stats()), { accepted: 1, tcpAuthzAllow: 1, 'http after detect timeout': 1 });
   });
 
   it('closes the client when the application refuses the connection', async () => {

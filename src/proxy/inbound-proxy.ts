@@ -50,8 +50,17 @@
  * before any byte reaches the application; permit → piped to the application (`appHostOf`, `appPortOf`) and tracked,
  * so that each later policy update of the port re-checks it (`reauthorizeConnection`) and tears it
  * down when revoked. HTTP has no connection-level authorization (§4.4): it is handed to
- * `handleHttp`, which authorizes every request against the port's current policy (§4.8).
+ * `handleHttp`, which authorizes every request against the port's current policy (§4.8). A
+ * stream that was silent until the HTTP detect deadline (forwarded: the server may speak first)
+ * still has its first bytes checked, and is closed if they are HTTP after all.
+ *
+ * Limits (`limits`, {@link InboundLimits}): at most `maxUnfinished` connections still detecting,
+ * handshaking or waiting for a transport header (the oldest is shed for a new one), at most
+ * `maxConnections` in all (unfinished ones shed first, then plaintext ones, oldest first; a
+ * connection with a verified mesh identity is never shed, a new one is refused instead), and a
+ * forwarded TCP connection idle both ways for `tcpIdleTimeoutMs` is closed.
  */
+import { readFileSync } from 'node:fs';
 import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
 import { createServer as createTlsServer, type TLSSocket, type TlsOptions, type Server as TlsServer } from 'node:tls';
 import {
@@ -200,6 +209,40 @@ export interface InboundProxyOptions {
    * `appHost`, where it would reach the proxy's own listener with the pod's identity behind it.
    */
   readonly isProxyPort?: (port: number) => boolean;
+  /** Bounds on connections (see {@link InboundLimits}); each has a default. */
+  readonly limits?: InboundLimits;
+}
+
+/**
+ * How many connections the proxy holds and for how long. Overload rule: unfinished connections
+ * (still detecting, in the TLS handshake or waiting for a transport header: an attacker's cheapest
+ * way to hold memory) go first, oldest first; then established connections without a verified
+ * mesh identity (plaintext), oldest first; a connection with a verified mesh identity is never
+ * shed for another, and when only those are left a new connection is refused.
+ */
+export interface InboundLimits {
+  /** Connections held at once (default from the file descriptor limit: see {@link defaultMaxConnections}). */
+  readonly maxConnections?: number;
+  /** Unfinished connections held at once (default 1024, about 50 MB of TLS handshakes). */
+  readonly maxUnfinished?: number;
+  /** A forwarded TCP connection carrying no byte either way for this long is closed (default 1 h, Envoy's TCP proxy default). */
+  readonly tcpIdleTimeoutMs?: number;
+}
+
+/** Default of {@link InboundLimits.maxUnfinished}. */
+export const INBOUND_MAX_UNFINISHED = 1024;
+/** Default of {@link InboundLimits.tcpIdleTimeoutMs}. */
+export const INBOUND_TCP_IDLE_TIMEOUT_MS = 3_600_000;
+
+/**
+ * The default connection bound: half the file descriptors the process may open (a forwarded
+ * connection holds two: the client's and the application's), less 1,024 kept for everything else
+ * (application pools, the control plane, the admin port), and at most 50,000; `nofile` is the soft
+ * `RLIMIT_NOFILE` (undefined when unknown: 4,096).
+ */
+export function defaultMaxConnections(nofile: number | undefined): number {
+  if (nofile === undefined || !Number.isFinite(nofile)) return 4096;
+  return Math.max(64, Math.min(50_000, Math.floor((nofile - 1024) / 2)));
 }
 
 const NO_TLS: TlsState = Object.freeze({ kind: 'none', reason: 'no_tls_from_remote' });
@@ -225,6 +268,16 @@ function decideHttp(buf: Buffer): HttpDetection {
 }
 
 function noop(): void {}
+
+/** The soft limit on open files (Linux: /proc/self/limits), or undefined. */
+function openFileLimit(): number | undefined {
+  try {
+    const m = /^Max open files\s+(\d+)/m.exec(readFileSync('/proc/self/limits', 'latin1'));
+    return m === null ? undefined : Number(m[1]);
+  } catch {
+    return undefined;
+  }
+}
 
 /** The 4-tuple of a TCP connection: unique among live connections, readable on both the raw and the TLS socket. */
 function connectionKey(s: Socket): string {
@@ -260,6 +313,13 @@ interface Conn {
   /** Releases the hold on the port's policy (transparent mode), once it is taken. */
   release: (() => void) | undefined;
   closed: boolean;
+  /** The overload class it is in: unfinished until forwarded or handed to the HTTP stack. */
+  load: Set<Conn> | undefined;
+}
+
+function oldest(set: Set<Conn>): Conn | undefined {
+  for (const c of set) return c;
+  return undefined;
 }
 
 /**
@@ -298,6 +358,13 @@ export class InboundProxy {
   readonly #drainWaiters: (() => void)[] = [];
   /** Connections waiting for `discover` (transparent mode). */
   #discovering = 0;
+  readonly #maxConnections: number;
+  readonly #maxUnfinished: number;
+  readonly #tcpIdleTimeoutMs: number;
+  /** Overload classes, each in arrival order (see {@link InboundLimits}). */
+  readonly #unfinished = new Set<Conn>();
+  readonly #plaintext = new Set<Conn>();
+  readonly #meshed = new Set<Conn>();
 
   /** Validates the options; nothing is bound before `start()`. Throws RangeError for a bad timeout, port or HTTP setting. */
   constructor(opts: InboundProxyOptions) {
@@ -325,6 +392,17 @@ export class InboundProxy {
     this.#hooks = opts.metrics ?? {};
     this.#originalDst = opts.originalDst;
     this.#isProxyPort = opts.isProxyPort ?? (() => false);
+    const limits = opts.limits ?? {};
+    this.#maxConnections = limits.maxConnections ?? defaultMaxConnections(openFileLimit());
+    this.#maxUnfinished = limits.maxUnfinished ?? INBOUND_MAX_UNFINISHED;
+    this.#tcpIdleTimeoutMs = limits.tcpIdleTimeoutMs ?? INBOUND_TCP_IDLE_TIMEOUT_MS;
+    for (const [name, v] of [
+      ['maxConnections', this.#maxConnections],
+      ['maxUnfinished', this.#maxUnfinished],
+    ] as const) {
+      if (!Number.isInteger(v) || v < 1) throw new RangeError(`bad ${name} ${v}`);
+    }
+    if (!isTimerMs(this.#tcpIdleTimeoutMs)) throw new RangeError(`bad tcpIdleTimeoutMs ${this.#tcpIdleTimeoutMs}`);
     if (opts.handleHttp !== undefined) {
       this.#handleHttpFn = opts.handleHttp;
     } else {
@@ -472,7 +550,14 @@ export class InboundProxy {
       tracked: false,
       release: undefined,
       closed: false,
+      load: undefined,
     };
+    if (!this.#admit(conn)) {
+      this.#counter.error('connection limit');
+      this.#hooks.onTcpError?.('connection limit', conn.port);
+      raw.destroy();
+      return;
+    }
     this.#conns.add(conn);
     raw.once('close', () => this.#onClosed(conn));
     if (target === undefined) this.#fail(conn, 'original destination unknown');
@@ -488,8 +573,42 @@ export class InboundProxy {
     return undefined;
   }
 
+  /**
+   * Makes room for a new connection by the overload rule (see {@link InboundLimits}) and counts it
+   * as unfinished; false when there is no room (every connection held has a verified identity).
+   */
+  #admit(conn: Conn): boolean {
+    if (this.#unfinished.size >= this.#maxUnfinished) this.#shed(oldest(this.#unfinished) as Conn, 'unfinished connection limit');
+    if (this.#conns.size >= this.#maxConnections) {
+      const victim = oldest(this.#unfinished) ?? oldest(this.#plaintext);
+      if (victim === undefined) return false;
+      this.#shed(victim, 'connection limit');
+    }
+    this.#moveTo(conn, this.#unfinished);
+    return true;
+  }
+
+  #moveTo(conn: Conn, set: Set<Conn> | undefined): void {
+    conn.load?.delete(conn);
+    conn.load = set;
+    set?.add(conn);
+  }
+
+  /** Established: out of the unfinished class, into the meshed or plaintext one by its client. */
+  #established(conn: Conn, client: ClientInfo): void {
+    const tls = client.tls;
+    this.#moveTo(conn, tls.kind === 'established' && tls.clientId !== undefined ? this.#meshed : this.#plaintext);
+  }
+
+  #shed(conn: Conn, reason: InboundErrorReason): void {
+    this.#moveTo(conn, undefined);
+    if (this.#log.isLevelEnabled('debug')) this.#log.debug({ client: conn.raw.remoteAddress, port: conn.port, reason }, 'inbound connection shed');
+    this.#fail(conn, reason);
+  }
+
   #onClosed(conn: Conn): void {
     conn.closed = true;
+    this.#moveTo(conn, undefined);
     this.#conns.delete(conn);
     if (this.#conns.size === 0) for (const resolve of this.#drainWaiters.splice(0)) resolve();
     if (conn.tlsKey !== undefined) {
@@ -641,7 +760,7 @@ export class InboundProxy {
         const detected = 'result' in r ? r.result : r.buffer.length > 0 ? 'http1' : 'not-http';
         if (detected === 'http1' || detected === 'http2') this.#handleHttp(conn, client, detected, 'detect');
         else if (fallback !== undefined) this.#handleHttp(conn, client, fallback, 'protocol');
-        else this.#authorizeTcp(conn, client);
+        else this.#authorizeTcp(conn, client, !('result' in r));
       },
       (e: unknown) => this.#bug(conn, e),
     );
@@ -745,8 +864,12 @@ export class InboundProxy {
   // -------------------------------------------------------------------------------------------
   // Decisions
 
-  /** Connection-level authorization (§4.5) and, on a permit, forwarding to the application. */
-  #authorizeTcp(conn: Conn, client: ClientInfo): void {
+  /**
+   * Connection-level authorization (§4.5) and, on a permit, forwarding to the application. After a
+   * silent HTTP detection (`afterSilence`: the server may speak first) the client's first bytes
+   * are still checked: HTTP then closes the connection, or it would reach the application unchecked.
+   */
+  #authorizeTcp(conn: Conn, client: ClientInfo, afterSilence = false): void {
     const policy = this.#policies.current(conn.port);
     if (policy === undefined) {
       this.#fail(conn, 'no policy');
@@ -771,9 +894,27 @@ export class InboundProxy {
     }
     conn.tracked = true;
     this.#tracker.add(port, conn, client);
-    conn.upstream = forwardTcp(conn.front, { host: this.#appHostOf(port, conn.podIp), port: this.#appPortOf(port) }, (err) =>
-      this.#error(conn, 'app connect failed', err),
+    this.#established(conn, client);
+    const gate = afterSilence ? this.#notHttpGate(conn) : undefined;
+    conn.upstream = forwardTcp(
+      conn.front,
+      { host: this.#appHostOf(port, conn.podIp), port: this.#appPortOf(port) },
+      (err) => this.#error(conn, 'app connect failed', err),
+      gate,
     );
+    // No byte either way for this long: closed (every byte relayed passes through `front`).
+    conn.front.setTimeout(this.#tcpIdleTimeoutMs, () => {
+      if (!conn.closed) this.#fail(conn, 'tcp idle timeout');
+    });
+  }
+
+  /** Resolves true once the client's first bytes rule HTTP out; false (the connection failed) when they are HTTP or undecided. */
+  #notHttpGate(conn: Conn): Promise<boolean> {
+    return readPrefix(conn.front, decideHttp, { timeoutMs: this.#tcpIdleTimeoutMs, maxBytes: HTTP1_MAX_REQUEST_LINE_BYTES }).then((r) => {
+      if ('result' in r && r.result === 'not-http') return true;
+      if (!('closed' in r) && !conn.closed) this.#fail(conn, 'http after detect timeout');
+      return false;
+    });
   }
 
   /** A policy update revoked a forwarded connection (§4.8). */
@@ -788,6 +929,7 @@ export class InboundProxy {
   /** Hands the connection to the HTTP stack, which authorizes each request (§4.5-4.8). */
   #handleHttp(conn: Conn, client: ClientInfo, version: InboundHttpVersion, source: InboundHttpConnection['source']): void {
     const policy = conn.policy as CompiledServer;
+    this.#established(conn, client);
     this.#hooks.onTcpOpen?.({ port: conn.port, server: policy.server.meta, client, socket: conn.raw });
     this.#handleHttpFn({
       socket: conn.front,

@@ -37,7 +37,18 @@ export type InboundErrorReason =
   /** The application refused or dropped the forwarded connection before it was established. */
   | 'app connect failed'
   /** Transparent mode: the original destination of a redirected connection could not be read (SO_ORIGINAL_DST). */
-  | 'original destination unknown';
+  | 'original destination unknown'
+  /** An unfinished connection (detection, TLS handshake, transport header) shed: too many were unfinished at once. */
+  | 'unfinished connection limit'
+  /** A connection shed, or a new one refused, because the proxy holds as many connections as it may. */
+  | 'connection limit'
+  /** A forwarded TCP connection closed after carrying no byte either way for the idle timeout. */
+  | 'tcp idle timeout'
+  /**
+   * A stream silent until the HTTP detect deadline (forwarded as TCP: the server may speak first)
+   * whose first bytes were HTTP after all: closed, since they would reach the application unchecked.
+   */
+  | 'http after detect timeout';
 
 /**
  * Why the HTTP stack answered a request itself without a policy decision, or gave up on one — the
