@@ -1,5 +1,5 @@
 /**
- * Benchmark runner: `npm run bench -- <decide|detect|index|propagation|certify|mesh|mesh-ab|metrics|relay|all> [--json]`
+ * Benchmark runner: `npm run bench -- <decide|detect|index|propagation|certify|mesh|mesh-ab|metrics|relay|revocation|all> [--json]`
  * (`all`: every suite but `mesh-ab`, which compares node options given in its environment).
  *
  * Prints a table per suite, or with `--json` exactly one JSON object per suite and line:
@@ -16,6 +16,7 @@ import { runMeshAbSuite } from './mesh-ab.js';
 import { runMetricsSuite } from './metrics.js';
 import { runPropagationSuite } from './propagation.js';
 import { runRelaySuite } from './relay.js';
+import { runRevocationSuite } from './revocation.js';
 
 const SUITES: readonly Suite[] = [
   { name: 'decide', run: runDecideSuite },
@@ -27,6 +28,7 @@ const SUITES: readonly Suite[] = [
   { name: 'mesh-ab', run: runMeshAbSuite, notInAll: true },
   { name: 'metrics', run: runMetricsSuite },
   { name: 'relay', run: runRelaySuite },
+  { name: 'revocation', run: runRevocationSuite },
 ];
 
 const USAGE = `usage: npm run bench -- <${[...SUITES.map((s) => s.name), 'all'].join('|')}> [--json]`;
