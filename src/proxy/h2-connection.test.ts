@@ -4,7 +4,16 @@ import { type ClientHttp2Session, connect as connectHttp2, createServer as creat
 import { type AddressInfo, connect as connectTcp, createServer, type Server, type Socket } from 'node:net';
 import { Duplex } from 'node:stream';
 import { after, describe, it } from 'node:test';
-import { H2_CANCEL, H2Connection, type H2ConnectionOptions, type H2Stream, type H2StreamEvents, MAX_HELD_BYTES } from './h2-connection.js';
+import {
+  H2_CANCEL,
+  H2Connection,
+  type H2ConnectionOptions,
+  type H2Stream,
+  type H2StreamEvents,
+  HEADER_BLOCK_TIMEOUT_MS,
+  MAX_HELD_BYTES,
+  SERVER_IDLE_TIMEOUT_MS,
+} from './h2-connection.js';
 import { ByteWriter, HpackDecoder, HpackEncoder } from './hpack.js';
 
 const closers: (() => void)[] = [];
@@ -839,5 +848,82 @@ describe('H2Connection stream states (RFC 9113 §5.1, §5.3.1)', { timeout: 20_0
     await idle.until(() => idle.ended, 'connection closed');
     assert.equal(idle.goaway()?.code, 0x1);
     assert.equal(idle.rst(7), undefined, 'no RST_STREAM names an idle stream');
+  });
+});
+
+describe('H2Connection deadlines', { timeout: 20_000 }, () => {
+  it('defaults: the header block deadline of HTTP/1 (10 s); a server closes idle connections after 60 s, a client never', () => {
+    assert.equal(HEADER_BLOCK_TIMEOUT_MS, 10_000);
+    assert.equal(SERVER_IDLE_TIMEOUT_MS, 60_000);
+    for (const bad of [-1, 1.5, 2 ** 31, Number.NaN]) {
+      assert.throws(() => new H2Connection(new Duplex({ read() {}, write: (_c, _e, cb) => cb() }), { role: 'server', idleTimeoutMs: bad }), RangeError);
+    }
+    assert.throws(() => new H2Connection(new Duplex({ read() {}, write: (_c, _e, cb) => cb() }), { role: 'server', headerBlockTimeoutMs: 0 }), RangeError);
+  });
+
+  it('fails a connection whose header block is not finished within the deadline (HEADERS, CONTINUATION, then silence)', async () => {
+    const reasons: (string | undefined)[] = [];
+    const { port } = await ourServer(echo, { headerBlockTimeoutMs: 300, onClose: (_code, reason) => reasons.push(reason) });
+    const c = new RawClient(port);
+    c.preface();
+    const block = c.block([...REQ, 'x-pad', 'p'.repeat(3000)]);
+    c.send(RawClient.frame(1, 0x1, 1, block.subarray(0, 1000)));
+    c.send(RawClient.frame(9, 0, 1, block.subarray(1000, 2000)));
+    const t0 = Date.now();
+    await c.until(() => c.ended, 'connection closed');
+    const ms = Date.now() - t0;
+    assert.equal(c.goaway()?.code, 0xb);
+    assert.deepEqual(reasons, ['header block timeout']);
+    assert.ok(ms >= 250 && ms < 2500, `closed after ${ms} ms`);
+  });
+
+  it('serves a header block finished within the deadline, and the deadline is per block', async () => {
+    const { port } = await ourServer(echo, { headerBlockTimeoutMs: 400, idleTimeoutMs: 0 });
+    const c = new RawClient(port);
+    c.preface();
+    for (const id of [1, 3, 5]) {
+      const block = c.block([...REQ.slice(0, 4), ':path', `/b${id}`, ':authority', 'a', 'x-pad', 'p'.repeat(3000)]);
+      c.send(RawClient.frame(1, 0x1, id, block.subarray(0, 1000)));
+      await new Promise((r) => setTimeout(r, 250));
+      c.send(RawClient.frame(9, 0x4, id, block.subarray(1000)));
+      await c.until(() => c.responseStatus(id) !== undefined, `request ${id} answered`);
+    }
+    assert.equal(c.goaway(), undefined);
+    assert.equal(c.ended, false);
+  });
+
+  it('closes a connection without an open stream after the idle timeout (GOAWAY NO_ERROR), not one with a stream open', async () => {
+    let hold: H2Stream | undefined;
+    const { port } = await ourServer(
+      (stream, block) => {
+        if (get(block.pairs, ':path') !== '/hold') {
+          echo(stream, block);
+          return;
+        }
+        hold = stream;
+        stream.events = { headers: () => {}, data: () => {}, closed: () => {} };
+        stream.respond([':status', '200'], false);
+      },
+      { idleTimeoutMs: 300 },
+    );
+    const c = new RawClient(port);
+    c.preface();
+    c.headers(1, [...REQ.slice(0, 4), ':path', '/hold', ':authority', 'a']);
+    await c.until(() => c.responseStatus(1) !== undefined, 'the held stream answered');
+    // A stream open past several idle periods: the connection stays.
+    await new Promise((r) => setTimeout(r, 900));
+    assert.equal(c.ended, false, 'a connection with an open stream is not idle');
+    hold?.end();
+    const t0 = Date.now();
+    await c.until(() => c.ended, 'connection closed once idle');
+    const ms = Date.now() - t0;
+    assert.equal(c.goaway()?.code, 0);
+    assert.ok(ms >= 250 && ms < 2500, `closed ${ms} ms after its last stream`);
+
+    // A connection that never opens a stream is closed too.
+    const silent = new RawClient(port);
+    silent.preface();
+    await silent.until(() => silent.ended, 'a silent connection closed');
+    assert.equal(silent.goaway()?.code, 0);
   });
 });

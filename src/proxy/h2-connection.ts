@@ -30,6 +30,20 @@
  *   (RFC 9113 §5.1 allows a connection error there); on a stream we reset, what the peer sent
  *   before it learnt of the reset is ignored. A stream that depends on itself (HEADERS or
  *   PRIORITY) is reset with PROTOCOL_ERROR (§5.3.1), or fails the connection when it is idle.
+ * - Deadlines, on one timer per connection armed only when a header block spans frames or the
+ *   connection falls idle (never per request): a header block sent in several frames must end
+ *   within {@link H2ConnectionOptions.headerBlockTimeoutMs} of its first frame (default 10 s,
+ *   HTTP/1's header deadline), else ENHANCE_YOUR_CALM — a peer that starts a block and goes
+ *   silent would otherwise hold up to twice the header list bound forever. A server closes a
+ *   connection that had no open stream for {@link H2ConnectionOptions.idleTimeoutMs} with GOAWAY
+ *   NO_ERROR; the default, 60 s, is inbound-http's HTTP/1 keep-alive timeout (one idle rule for
+ *   both protocols) and well above the idle timeouts of Linkerd's own client pools (5 s outbound,
+ *   20 s inbound), so a meshed client lets go first. A client that keeps its connection (a gRPC
+ *   channel) gets a GOAWAY naming the last stream served, which HTTP/2 clients take as "reconnect
+ *   for the next request". Envoy keeps idle connections for an hour by default; an edge proxy
+ *   saves handshakes with that, but in a pod an hour-long idle connection is mostly one nobody
+ *   will use, holding memory. A client's connections have no idle timeout by default (its pool
+ *   decides).
  * - Abuse: resets sent by the peer or caused by its errors draw on a budget of
  *   {@link RESET_BURST}, refilled at {@link RESET_REFILL_PER_S}/s (the "rapid reset" attack, as
  *   nghttp2 bounds it); so do empty DATA frames and SETTINGS frames after the first. A peer
@@ -117,6 +131,10 @@ const LINGER_STEP_MS = 1000;
 const LINGER_STALL_MS = 5000;
 const LINGER_MAX_MS = 30_000;
 const MAX_STREAM_ID = 0x7fff_ffff;
+/** Default of {@link H2ConnectionOptions.headerBlockTimeoutMs}: HTTP/1's header deadline (inbound-http's `headersTimeoutMs`). */
+export const HEADER_BLOCK_TIMEOUT_MS = 10_000;
+/** Default of {@link H2ConnectionOptions.idleTimeoutMs} for a server (see the module comment for why). */
+export const SERVER_IDLE_TIMEOUT_MS = 60_000;
 /**
  * Streams remembered after they closed with the peer's end or reset (frames on them are then a
  * connection error); one closed longer ago is taken for one we reset, whose frames are ignored.
@@ -138,6 +156,16 @@ export interface H2ConnectionOptions {
   readonly settingsTimeoutMs?: number;
   /** The connection-level receive window (default 1 MiB). */
   readonly connectionWindow?: number;
+  /**
+   * A header block sent in several frames (HEADERS without END_HEADERS, then CONTINUATION) must
+   * end within this of its first frame, else the connection fails (default {@link HEADER_BLOCK_TIMEOUT_MS}).
+   */
+  readonly headerBlockTimeoutMs?: number;
+  /**
+   * A connection without an open stream for this long is closed gracefully (GOAWAY); 0: never.
+   * Default: server {@link SERVER_IDLE_TIMEOUT_MS}, client 0 (its pool decides).
+   */
+  readonly idleTimeoutMs?: number;
   /** Server: a new request stream; the callee sets `stream.events` before returning. */
   onStream?(stream: H2Stream, block: HeaderBlock): void;
   /** The connection is gone (after its streams got `closed`); `code` is what ended it, `reason` ours when we did. */
@@ -241,7 +269,7 @@ export class H2Connection {
   #restNeed = 0;
   #settingsTimer: NodeJS.Timeout | undefined;
   #settingsSeen = false;
-  #continuing: { id: number; flags: number; parts: Buffer[]; size: number } | undefined;
+  #continuing: { id: number; flags: number; parts: Buffer[]; size: number; since: number } | undefined;
   /** Highest stream id the peer opened (server) / we opened (client). */
   #lastPeerId = 0;
   /** The last {@link CLOSED_MEMORY} streams closed by the peer's END_STREAM or RST_STREAM (a ring; 0: empty). */
@@ -284,6 +312,14 @@ export class H2Connection {
   #idsSpent = false;
   #dead = false;
 
+  // Deadlines: one timer, for the nearest of the header block's and the idle connection's.
+  readonly #headerBlockMs: number;
+  readonly #idleMs: number;
+  /** When the connection last had no stream open. */
+  #idleSince: number;
+  #deadlineTimer: NodeJS.Timeout | undefined;
+  #deadlineAt = 0;
+
   constructor(socket: Duplex, opts: H2ConnectionOptions) {
     this.#socket = socket;
     this.#opts = opts;
@@ -293,6 +329,10 @@ export class H2Connection {
     this.#maxFields = opts.maxHeaderFields ?? MAX_HEADER_FIELDS;
     this.#connWindowSize = Math.max(DEFAULT_WINDOW, Math.min(opts.connectionWindow ?? 1024 * 1024, MAX_WINDOW));
     this.#connRecvWindow = this.#connWindowSize;
+    this.#headerBlockMs = timeoutOption('headerBlockTimeoutMs', opts.headerBlockTimeoutMs ?? HEADER_BLOCK_TIMEOUT_MS, false);
+    this.#idleMs = timeoutOption('idleTimeoutMs', opts.idleTimeoutMs ?? (this.#server ? SERVER_IDLE_TIMEOUT_MS : 0), true);
+    this.#idleSince = Date.now();
+    if (this.#idleMs > 0) this.#armDeadline(this.#idleSince + this.#idleMs);
     this.#prefaceLeft = this.#server ? CLIENT_PREFACE.length : 0;
     if (!this.#server) this.#chunks.push(CLIENT_PREFACE);
     const w = this.#w;
@@ -712,7 +752,11 @@ export class H2Connection {
     if (flags & FLAG_PRIORITY && (payload.readUInt32BE(start - 5) & 0x7fff_ffff) === id) flags |= SELF_DEPENDENT;
     const fragment = payload.subarray(start, end);
     if (flags & FLAG_END_HEADERS) this.#onHeaderBlock(id, flags, fragment);
-    else this.#continuing = { id, flags, parts: [Buffer.from(fragment)], size: fragment.length };
+    else {
+      const since = Date.now();
+      this.#continuing = { id, flags, parts: [Buffer.from(fragment)], size: fragment.length, since };
+      this.#armDeadline(since + this.#headerBlockMs);
+    }
   }
 
   #onContinuation(flags: number, id: number, payload: Buffer): void {
@@ -1268,6 +1312,10 @@ export class H2Connection {
     if (s.id !== 0 && this.#streams.delete(s.id)) {
       this.#active--;
       if (s.remoteEnded) this.#noteClosedByPeer(s.id);
+      if (this.#streams.size === 0 && this.#idleMs > 0) {
+        this.#idleSince = Date.now();
+        this.#armDeadline(this.#idleSince + this.#idleMs);
+      }
     }
     this.#blocked.delete(s);
     s.queue = [];
@@ -1286,6 +1334,34 @@ export class H2Connection {
   #maybeEnd(): void {
     if (this.#dead || (!this.#goawaySent && !this.#goawayReceived && !this.#idsSpent) || this.#streams.size > 0 || this.#waiting.length > 0) return;
     this.#teardown(H2_NO_ERROR, undefined);
+  }
+
+  /** Makes the deadline timer fire by `at` (it may fire earlier: {@link #onDeadline} checks what is due). */
+  #armDeadline(at: number): void {
+    if (this.#dead || (this.#deadlineTimer !== undefined && this.#deadlineAt <= at)) return;
+    clearTimeout(this.#deadlineTimer);
+    this.#deadlineAt = at;
+    this.#deadlineTimer = setTimeout(() => this.#onDeadline(), Math.max(0, at - Date.now()));
+    this.#deadlineTimer.unref();
+  }
+
+  /** An unfinished header block past its deadline fails the connection; an idle one is closed. */
+  #onDeadline(): void {
+    this.#deadlineTimer = undefined;
+    if (this.#dead) return;
+    const now = Date.now();
+    const block = this.#continuing;
+    if (block !== undefined) {
+      if (now - block.since >= this.#headerBlockMs) {
+        this.#fail(H2_ENHANCE_YOUR_CALM, 'header block timeout');
+        return;
+      }
+      this.#armDeadline(block.since + this.#headerBlockMs);
+    }
+    if (this.#idleMs > 0 && this.#streams.size === 0 && this.#waiting.length === 0) {
+      if (now - this.#idleSince >= this.#idleMs) this.close();
+      else this.#armDeadline(this.#idleSince + this.#idleMs);
+    }
   }
 
   /** Spends `n` of the peer's reset budget; an empty budget ends the connection. */
@@ -1309,6 +1385,7 @@ export class H2Connection {
 
   #teardown(code: number, reason: string | undefined): void {
     this.#dead = true;
+    clearTimeout(this.#deadlineTimer);
     this.#continuing = undefined;
     this.#rest = undefined;
     this.#restNeed = 0;
@@ -1332,6 +1409,12 @@ export class H2Connection {
 }
 
 const EMPTY_PAIRS: readonly string[] = [];
+
+/** `value` when it is a whole number of milliseconds a timer can wait (0 too when `zeroOk`); else a RangeError. */
+function timeoutOption(name: string, value: number, zeroOk: boolean): number {
+  if (Number.isInteger(value) && value <= 0x7fff_ffff && (value > 0 || (zeroOk && value === 0))) return value;
+  throw new RangeError(`bad ${name} ${value}`);
+}
 
 /** `chunk`, or a copy of it when it is a small slice of a larger buffer (which it would keep alive while held). */
 export function detached(chunk: Buffer): Buffer {
