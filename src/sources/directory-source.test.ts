@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, cpSync, mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, copyFileSync, cpSync, mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { after, afterEach, describe, it } from 'node:test';
@@ -520,5 +520,109 @@ describe('DirectorySource', () => {
         );
       }
     }
+  });
+});
+
+// === watching: every edit is seen, however it is written ===
+
+/**
+ * Generous: the rescan is off in these tests, so an edit the watcher misses fails the test at
+ * this deadline rather than arriving late; nothing here bounds how fast an edit must arrive.
+ */
+const EDIT_SEEN_MS = 10_000;
+
+/** A policy file whose AuthorizationPolicy is named `name` (what the waits look for). */
+const POLICY = (name: string) => `${SERVER()}---\n${AUTHZ(name)}`;
+
+/** Renames a new file over `rel`, its temporary file named as atomic writers name theirs (not a manifest, not ignored). */
+function renameOver(dir: string, rel: string, text: string): void {
+  const tmp = join(dir, `${rel}.${process.pid}`);
+  writeFileSync(tmp, text);
+  renameSync(tmp, join(dir, rel));
+}
+
+/** Ways tools and editors write a file. */
+const WRITE_STYLES: readonly { readonly name: string; write(dir: string, rel: string, text: string): void }[] = [
+  { name: 'an in-place write', write: (dir, rel, text) => writeFileSync(join(dir, rel), text) },
+  {
+    name: 'a truncate, then a write',
+    write: (dir, rel, text) => {
+      truncateSync(join(dir, rel), 0);
+      appendFileSync(join(dir, rel), text);
+    },
+  },
+  {
+    name: 'cp over it',
+    write: (dir, rel, text) => {
+      const staged = join(tempDir(), 'staged.yaml');
+      writeFileSync(staged, text);
+      copyFileSync(staged, join(dir, rel));
+    },
+  },
+  {
+    name: 'mv over it from another directory',
+    write: (dir, rel, text) => {
+      const staged = join(tempDir(), 'staged.yaml');
+      writeFileSync(staged, text);
+      renameSync(staged, join(dir, rel));
+    },
+  },
+  { name: 'an atomic save (a new file renamed over it)', write: renameOver },
+];
+
+describe('DirectorySource watching', () => {
+  for (const style of WRITE_STYLES) {
+    it(`sees every edit made by ${style.name}, also after the file was saved by a rename`, async () => {
+      const h = await startSource({ 'ns.yaml': NAMESPACE(), 'web.yaml': DEPLOYMENT(), 'policy.yaml': POLICY('a0') }, { rescanIntervalMs: 0 });
+      const authz = () => h.policy('web-0')?.authorizations[0]?.meta.name;
+      assert.equal(authz(), 'a0');
+      // As an editor saves: from now on the path names another inode than the one first seen.
+      renameOver(h.dir, 'policy.yaml', POLICY('a1'));
+      await waitFor(() => authz() === 'a1', EDIT_SEEN_MS, 'the editor save');
+      for (const n of [2, 3]) {
+        style.write(h.dir, 'policy.yaml', POLICY(`a${n}`));
+        await waitFor(() => authz() === `a${n}`, EDIT_SEEN_MS, `edit ${n}`);
+      }
+    });
+  }
+
+  it('follows a symlinked file: every edit of its target, and the link pointed at another file', async () => {
+    const [dir, outside, elsewhere] = [tempDir(), tempDir(), tempDir()];
+    write(outside, 'real.yaml', POLICY('a0'));
+    write(elsewhere, 'other.yaml', POLICY('b0'));
+    symlinkSync(join(outside, 'real.yaml'), join(dir, 'policy.yaml'));
+    const h = await startSource({ 'ns.yaml': NAMESPACE(), 'web.yaml': DEPLOYMENT() }, { dir, rescanIntervalMs: 0 });
+    const authz = () => h.policy('web-0')?.authorizations[0]?.meta.name;
+    assert.equal(authz(), 'a0');
+    renameOver(outside, 'real.yaml', POLICY('a1'));
+    await waitFor(() => authz() === 'a1', EDIT_SEEN_MS, 'the target saved by a rename');
+    writeFileSync(join(outside, 'real.yaml'), POLICY('a2'));
+    await waitFor(() => authz() === 'a2', EDIT_SEEN_MS, 'the target written in place');
+    // ln -sf: a new link renamed over the old one.
+    symlinkSync(join(elsewhere, 'other.yaml'), join(dir, 'policy.yaml.new'));
+    renameSync(join(dir, 'policy.yaml.new'), join(dir, 'policy.yaml'));
+    await waitFor(() => authz() === 'b0', EDIT_SEEN_MS, 'the link pointed elsewhere');
+    writeFileSync(join(elsewhere, 'other.yaml'), POLICY('b1'));
+    await waitFor(() => authz() === 'b1', EDIT_SEEN_MS, 'the new target written in place');
+  });
+
+  it('sees a new file in a new subdirectory and every later edit, also after the directory was made again', async () => {
+    const h = await startSource({ 'ns.yaml': NAMESPACE(), 'web.yaml': DEPLOYMENT() }, { rescanIntervalMs: 0 });
+    const authz = () => h.policy('web-0')?.authorizations[0]?.meta.name;
+    const rel = 'team/policies/policy.yaml';
+    write(h.dir, rel, POLICY('a1'));
+    await waitFor(() => authz() === 'a1', EDIT_SEEN_MS, 'the new file');
+    renameOver(h.dir, rel, POLICY('a2'));
+    await waitFor(() => authz() === 'a2', EDIT_SEEN_MS, 'the file saved by a rename');
+    writeFileSync(join(h.dir, rel), POLICY('a3'));
+    await waitFor(() => authz() === 'a3', EDIT_SEEN_MS, 'the file written in place');
+    // Removed and made again at once: the new directories get the old ones' inode numbers (ext4).
+    rmSync(join(h.dir, 'team'), { recursive: true });
+    write(h.dir, rel, POLICY('a4'));
+    await waitFor(() => authz() === 'a4', EDIT_SEEN_MS, 'the file in the directory made again');
+    writeFileSync(join(h.dir, rel), POLICY('a5'));
+    await waitFor(() => authz() === 'a5', EDIT_SEEN_MS, 'an edit in the directory made again');
+    rmSync(join(h.dir, 'team'), { recursive: true });
+    await waitFor(() => h.policy('web-0')?.meta.kind === 'default', EDIT_SEEN_MS, 'the removal');
   });
 });

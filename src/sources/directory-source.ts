@@ -6,6 +6,14 @@
  * DIR and applies changes incrementally: only the files that changed are read again, and only
  * the objects whose content changed are applied or deleted.
  *
+ * Watching is one non-recursive `fs.watch` per directory of the tree (added by the scan that
+ * lists it, before listing it, so nothing created meanwhile is missed), plus one per directory
+ * holding the target of a symlinked file. A directory's watch reports every change of a name in
+ * it, however the file was written: in place, truncated, copied over, or replaced by a rename.
+ * Node 20's `recursive` watch cannot be used on Linux: it is implemented with one watch per file,
+ * which stays on the old inode when a new file is renamed over the path, so every later edit of
+ * that file went unreported until the periodic rescan.
+ *
  * Invariants:
  * - Bad input never loses state. A file that stops parsing keeps every object it defined; a
  *   document that stops decoding or is rejected by admission keeps the last good version of its
@@ -30,11 +38,13 @@ import {
   openSync,
   readdirSync,
   readFileSync,
+  readlinkSync,
+  realpathSync,
   type Stats,
   statSync,
   watch,
 } from 'node:fs';
-import { join, relative, resolve, sep } from 'node:path';
+import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { type Diagnostic, deepEqual, diagnostic } from '../core/index.js';
 import {
   admitDocuments,
@@ -153,10 +163,21 @@ interface Pending {
 interface Scan {
   /** Candidate files found, with their stat fingerprint. */
   readonly files: Map<string, string>;
+  /** Those of them that are symbolic links. */
+  readonly links: Set<string>;
   /** Directories that could not be listed: files known below them are kept. */
   readonly unreadable: string[];
   /** The scanned root does not exist. */
   readonly missing: boolean;
+}
+
+/** One directory watched with a non-recursive `fs.watch`. */
+interface DirWatch {
+  readonly watcher: FSWatcher;
+  /** `dev:ino` of the directory when the watch began (a directory replaced at its path needs a new watch). */
+  readonly id: string;
+  /** Part of DIR's tree (its events name files below DIR); otherwise it only holds targets of symlinked files. */
+  tree: boolean;
 }
 
 type ReadResult =
@@ -175,6 +196,23 @@ function isIgnoredName(name: string): boolean {
 function errnoOf(err: unknown): string {
   const code = typeof err === 'object' && err !== null ? (err as { code?: unknown }).code : undefined;
   return typeof code === 'string' ? code : 'EUNKNOWN';
+}
+
+/** Where symlink `link` leads: its final target, or where its first hop points while that is missing. */
+function linkTarget(link: string): string | undefined {
+  try {
+    return realpathSync(link);
+  } catch {
+    try {
+      return resolve(dirname(link), readlinkSync(link));
+    } catch {
+      return undefined;
+    }
+  }
+}
+
+function statId(s: Stats): string {
+  return `${s.dev}:${s.ino}`;
 }
 
 function fingerprintOf(file: string): string {
@@ -240,7 +278,14 @@ export class DirectorySource {
   readonly #emptySince = new Map<string, number>();
   #emptyTimer: NodeJS.Timeout | undefined;
   readonly #restartBackoff = new Backoff({ minMs: 200, maxMs: 30_000 });
-  #watcher: FSWatcher | undefined;
+  /** The directories watched, by absolute path; DIR's own watch is the root of the tree. */
+  readonly #watches = new Map<string, DirWatch>();
+  /** Directories whose watch could not be started (reported once each; the rescan covers them). */
+  readonly #unwatchable = new Set<string>();
+  /** Symlinked files and their targets (resolved), whose directories are watched too. */
+  readonly #links = new Map<string, string>();
+  /** {@link #links} by target; rebuilt when a link changes. */
+  #linksByTarget: Map<string, string[]> | undefined;
   #watcherStartedAt = 0;
   /** `dev:ino` of DIR when the watcher was started (a recreated DIR needs a new watcher). */
   #watchedDirId: string | undefined;
@@ -273,9 +318,9 @@ export class DirectorySource {
     return this.#lastChangeStartedAt;
   }
 
-  /** True while an `fs.watch` watcher is active. */
+  /** True while DIR is watched with `fs.watch`. */
   get watching(): boolean {
-    return this.#watcher !== undefined;
+    return this.#watches.has(this.#dir);
   }
 
   /**
@@ -370,15 +415,15 @@ export class DirectorySource {
 
   // === watching ===
 
+  /** Watches DIR itself; the scans that follow add its subdirectories (every caller rescans). */
   #startWatcher(): boolean {
     if (this.#stopped) return false;
     this.#closeWatcher();
     try {
-      const w = watch(this.#dir, { recursive: true }, (_event, name) => this.#onEvent(w, name));
-      w.on('error', (err) => this.#onWatchError(w, err));
-      this.#watcher = w;
+      const id = statId(statSync(this.#dir));
+      this.#openWatch(this.#dir, id, true);
       this.#watcherStartedAt = Date.now();
-      this.#watchedDirId = this.#dirId();
+      this.#watchedDirId = id;
       return true;
     } catch (err) {
       // While DIR is gone this fails until it is back; that was reported once already.
@@ -389,21 +434,138 @@ export class DirectorySource {
     }
   }
 
-  #closeWatcher(): void {
-    const w = this.#watcher;
-    this.#watcher = undefined;
-    if (w === undefined) return;
+  /** Starts a non-recursive watch of `dir` (throws when `fs.watch` does). */
+  #openWatch(dir: string, id: string, tree: boolean): void {
+    const w = watch(dir, (_event, name) => this.#onEvent(dir, w, name));
+    w.on('error', (err) => this.#onWatchError(w, err));
+    this.#watches.set(dir, { watcher: w, id, tree });
+  }
+
+  /** Starts watching `dir` unless it already is; a failure is reported once and left to the rescan. */
+  #tryOpenWatch(dir: string, id: string, tree: boolean): void {
     try {
-      w.close();
+      this.#openWatch(dir, id, tree);
+      this.#unwatchable.delete(dir);
     } catch (err) {
-      this.#log.debug({ err: errorMessage(err) }, 'closing the directory watcher failed');
+      const level = this.#unwatchable.has(dir) ? 'debug' : 'warn';
+      this.#unwatchable.add(dir);
+      this.#log[level]({ dir, err: errorMessage(err) }, 'cannot watch a directory; its changes are seen at the periodic rescan');
     }
   }
 
+  #closeWatch(dir: string): void {
+    const w = this.#watches.get(dir);
+    if (w === undefined) return;
+    this.#watches.delete(dir);
+    try {
+      w.watcher.close();
+    } catch (err) {
+      this.#log.debug({ dir, err: errorMessage(err) }, 'closing a directory watch failed');
+    }
+  }
+
+  #closeWatcher(): void {
+    for (const dir of [...this.#watches.keys()]) this.#closeWatch(dir);
+  }
+
+  /** Whether the tree is being watched (scans then add the directories they list). */
+  #isTreeWatched(): boolean {
+    return this.#useWatch && this.#watches.has(this.#dir);
+  }
+
+  /** Watches directory `d` of the tree (found by a scan), replacing a watch of an earlier directory at that path. */
+  #watchTreeDir(d: string): void {
+    let id: string;
+    try {
+      id = statId(lstatSync(d));
+    } catch {
+      return; // gone again: its parent's watch reports that
+    }
+    const cur = this.#watches.get(d);
+    if (cur !== undefined && cur.id === id) {
+      cur.tree = true;
+      return;
+    }
+    // A directory removed and made again between two looks: the old watch is on the removed one.
+    if (cur !== undefined) this.#closeWatch(d);
+    this.#tryOpenWatch(d, id, true);
+  }
+
+  /** Drops from the tree the watched directories at or below `root` that its scan did not list. */
+  #pruneTree(root: string, listed: ReadonlySet<string>): void {
+    let pruned = false;
+    for (const [dir, w] of this.#watches) {
+      if (dir === this.#dir || !w.tree || listed.has(dir) || (dir !== root && !dir.startsWith(root + sep))) continue;
+      // Kept only while a symlink's target is there: #syncLinkWatches decides.
+      w.tree = false;
+      pruned = true;
+    }
+    if (pruned) this.#syncLinkWatches();
+  }
+
+  /**
+   * Watches the directories holding the targets of symlinked files (an edit of a target changes
+   * no name in DIR), and stops watching those no longer needed.
+   */
+  #syncLinkWatches(): void {
+    const needed = new Set<string>();
+    for (const target of this.#links.values()) needed.add(dirname(target));
+    for (const [dir, w] of [...this.#watches]) if (!w.tree && !needed.has(dir)) this.#closeWatch(dir);
+    if (!this.#isTreeWatched()) return;
+    for (const dir of needed) {
+      const cur = this.#watches.get(dir);
+      if (cur?.tree === true) continue; // kept current by the scans
+      let id: string;
+      try {
+        id = statId(statSync(dir));
+      } catch {
+        this.#closeWatch(dir); // its parent is not watched: the rescan sees it come back
+        continue;
+      }
+      if (cur?.id === id) continue;
+      this.#closeWatch(dir);
+      this.#tryOpenWatch(dir, id, false);
+    }
+  }
+
+  /** Records where the symlinked files at or below `root` point now; true when that changed. */
+  #updateLinks(root: string, scan: Scan): boolean {
+    let changed = false;
+    for (const link of [...this.#links.keys()]) {
+      if ((link === root || link.startsWith(root + sep)) && !scan.links.has(link)) changed = this.#links.delete(link) || changed;
+    }
+    for (const link of scan.links) {
+      const target = linkTarget(link);
+      if (target === this.#links.get(link)) continue;
+      if (target === undefined) this.#links.delete(link);
+      else this.#links.set(link, target);
+      changed = true;
+    }
+    if (changed) this.#linksByTarget = undefined;
+    return changed;
+  }
+
+  #linksTo(target: string): readonly string[] {
+    if (this.#links.size === 0) return [];
+    if (this.#linksByTarget === undefined) {
+      this.#linksByTarget = new Map();
+      for (const [link, t] of this.#links) {
+        const list = this.#linksByTarget.get(t);
+        if (list === undefined) this.#linksByTarget.set(t, [link]);
+        else list.push(link);
+      }
+    }
+    return this.#linksByTarget.get(target) ?? [];
+  }
+
+  #isCurrentWatch(w: FSWatcher): boolean {
+    for (const x of this.#watches.values()) if (x.watcher === w) return true;
+    return false;
+  }
+
   #onWatchError(w: FSWatcher, err: unknown): void {
-    if (this.#watcher !== w) return;
-    // Back off only from a watcher that keeps failing (e.g. a symlink loop below DIR makes Node's
-    // recursive watcher fail at every start); one that ran for a while starts over.
+    if (!this.#isCurrentWatch(w)) return;
+    // Back off only from a watcher that keeps failing; one that ran for a while starts over.
     if (Date.now() - this.#watcherStartedAt > WATCHER_STABLE_MS) this.#restartBackoff.reset();
     const level = this.#restartBackoff.attempt === 0 ? 'warn' : 'debug';
     this.#log[level]({ dir: this.#dir, err: errorMessage(err) }, 'the directory watcher failed; restarting it (the rescan covers meanwhile)');
@@ -415,24 +577,45 @@ export class DirectorySource {
     if (this.#stopped || !this.#useWatch || this.#restartTimer !== undefined) return;
     this.#restartTimer = setTimeout(() => {
       this.#restartTimer = undefined;
-      if (this.#stopped || this.#watcher !== undefined) return;
+      if (this.#stopped || this.#watches.has(this.#dir)) return;
       // Events were missed while no watcher ran.
       if (this.#startWatcher()) this.rescan();
     }, this.#restartBackoff.next());
     this.#restartTimer.unref();
   }
 
-  #onEvent(w: FSWatcher, name: string | Buffer | null): void {
-    if (this.#stopped || this.#watcher !== w) return;
-    const rel = name === null ? '' : name.toString();
+  #onEvent(dir: string, w: FSWatcher, name: string | Buffer | null): void {
+    const watched = this.#watches.get(dir);
+    if (this.#stopped || watched?.watcher !== w) return;
+    const p = this.#pending;
+    if (name === null) {
+      p.full = true;
+    } else if (dir !== this.#dir && name.toString() === basename(dir)) {
+      // Most likely about `dir` itself (removed or moved: the event then carries its own name), and
+      // its watch is dead even if a directory is made there again, often with the same inode
+      // number. Watch it anew: the scan of `dir` does (a child of the same name is read by it too).
+      this.#closeWatch(dir);
+      if (watched.tree) this.#addPending(relative(this.#dir, dir));
+      else p.full = true;
+    } else {
+      const abs = join(dir, name.toString());
+      const links = this.#linksTo(abs);
+      // A target directory's other names are none of our business.
+      if (!watched.tree && links.length === 0) return;
+      if (watched.tree) this.#addPending(relative(this.#dir, abs));
+      for (const link of links) this.#addPending(relative(this.#dir, link));
+    }
+    p.startedAtMs ??= Date.now();
+    this.#schedule();
+  }
+
+  #addPending(rel: string): void {
     const p = this.#pending;
     // An event on the directory itself or on an ignored path (a ConfigMap mount swaps its hidden
     // `..data` link) may change any file: compare all fingerprints.
     if (rel === '' || rel.split(/[\\/]/).some(isIgnoredName)) p.full = true;
     else if (p.paths.size >= MAX_PENDING_PATHS) p.full = true;
     else p.paths.add(rel);
-    p.startedAtMs ??= Date.now();
-    this.#schedule();
   }
 
   #schedule(): void {
@@ -481,29 +664,51 @@ export class DirectorySource {
 
   // === scanning ===
 
-  /** Lists the candidate files at or below `root` (symlinked files followed, symlinked directories not). */
+  /**
+   * Lists the candidate files at or below `root` (symlinked files followed, symlinked directories
+   * not). While the tree is watched, each directory is watched before it is listed (a file made
+   * meanwhile is then either listed or reported), and watches of directories gone from below
+   * `root` are dropped.
+   */
   #scan(root: string): Scan {
+    const listed = this.#isTreeWatched() ? new Set<string>() : undefined;
+    const scan = this.#list(root, listed);
+    if (listed !== undefined) this.#pruneTree(root, scan.missing ? new Set() : listed);
+    return scan;
+  }
+
+  #list(root: string, listed: Set<string> | undefined): Scan {
     const files = new Map<string, string>();
+    const links = new Set<string>();
     const unreadable: string[] = [];
     let st: Stats;
     try {
       st = root === this.#dir ? statSync(root) : lstatSync(root);
     } catch (err) {
-      if (errnoOf(err) === 'ENOENT' || errnoOf(err) === 'ENOTDIR') return { files, unreadable, missing: true };
+      if (errnoOf(err) === 'ENOENT' || errnoOf(err) === 'ENOTDIR') return { files, links, unreadable, missing: true };
       unreadable.push(root);
-      return { files, unreadable, missing: false };
+      return { files, links, unreadable, missing: false };
     }
+    const candidate = (p: string, isLink: boolean): void => {
+      if (isLink && this.#isDirectoryLink(p)) return;
+      files.set(p, fingerprintOf(p));
+      if (isLink) links.add(p);
+    };
     if (!st.isDirectory()) {
-      if (MANIFEST_FILE.test(root) && !(st.isSymbolicLink() && this.#isDirectoryLink(root))) files.set(root, fingerprintOf(root));
-      return { files, unreadable, missing: false };
+      if (MANIFEST_FILE.test(root)) candidate(root, st.isSymbolicLink());
+      return { files, links, unreadable, missing: false };
     }
     const stack = [root];
     for (let d = stack.pop(); d !== undefined; d = stack.pop()) {
+      if (listed !== undefined) {
+        listed.add(d);
+        if (d !== this.#dir) this.#watchTreeDir(d);
+      }
       let entries: Dirent[];
       try {
         entries = readdirSync(d, { withFileTypes: true });
       } catch (err) {
-        if (d === root && errnoOf(err) === 'ENOENT') return { files, unreadable, missing: true };
+        if (d === root && errnoOf(err) === 'ENOENT') return { files, links, unreadable, missing: true };
         if (errnoOf(err) !== 'ENOENT') unreadable.push(d);
         continue;
       }
@@ -511,10 +716,10 @@ export class DirectorySource {
         if (isIgnoredName(e.name)) continue;
         const p = join(d, e.name);
         if (e.isDirectory()) stack.push(p);
-        else if (MANIFEST_FILE.test(e.name) && !(e.isSymbolicLink() && this.#isDirectoryLink(p))) files.set(p, fingerprintOf(p));
+        else if (MANIFEST_FILE.test(e.name)) candidate(p, e.isSymbolicLink());
       }
     }
-    return { files, unreadable, missing: false };
+    return { files, links, unreadable, missing: false };
   }
 
   #isLink(p: string): boolean {
@@ -579,7 +784,9 @@ export class DirectorySource {
     /** Files to read again (an event named them, or their fingerprint changed), with their fingerprint. */
     const toRead = new Map<string, string>();
     const removed = new Set<string>();
+    let linksChanged = false;
     const diffScope = (root: string, scan: Scan, named: boolean): void => {
+      linksChanged = this.#updateLinks(root, scan) || linksChanged;
       for (const [file, fingerprint] of scan.files) {
         // Named by an event: read even with an unchanged fingerprint (the content hash decides).
         if (named || this.#files.get(file)?.fingerprint !== fingerprint) toRead.set(file, fingerprint);
@@ -611,7 +818,7 @@ export class DirectorySource {
       }
       return;
     }
-    if (this.#useWatch && (this.#watcher === undefined || this.#watchedDirId !== dirId) && this.#restartTimer === undefined) {
+    if (this.#useWatch && (!this.#watches.has(this.#dir) || this.#watchedDirId !== dirId) && this.#restartTimer === undefined) {
       // DIR was replaced (or the watcher died): watch the new one, and look at everything.
       this.#startWatcher();
       batch.full = true;
@@ -622,6 +829,8 @@ export class DirectorySource {
       if (abs !== this.#dir && !abs.startsWith(this.#dir + sep)) continue;
       diffScope(abs, this.#scan(abs), true);
     }
+    // A full batch also looks again at the targets' directories (one removed and made again).
+    if (linksChanged || batch.full) this.#syncLinkWatches();
 
     const now = Date.now();
     const touched: string[] = [];
