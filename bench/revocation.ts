@@ -13,10 +13,13 @@
  *
  * Results: `revoke/<style>` and `revoke/all` rows with `p50Ms`/`p95Ms`/`p99Ms`/`maxMs` (target
  * p99 < {@link TARGET_P99_MS} ms on `revoke/all`), and `restore/all` for the allow coming back.
- * With `WARD_BENCH_REVOCATION_TRACE=1` the controller logs at debug level and each row also
- * gives where the time went, from the processes' logs (millisecond timestamps): write → the
- * controller's indexes updated (`indexP99Ms`), write → the server proxy's new policy in force
- * (`proxyP99Ms`). `WARD_BENCH_KEEP=1` keeps the directory with the logs.
+ * `otherCpuPct` is what processes outside the bench used meanwhile (percent of one core): every
+ * process here shares the machine, and a busy one delays the controller or a proxy by tens of
+ * milliseconds at a time. With `WARD_BENCH_REVOCATION_TRACE=1` the controller logs at debug
+ * level and the rows also give where the time went, from the processes' logs (millisecond
+ * timestamps): write → the controller's indexes updated (`indexP99Ms`), write → the server
+ * proxy's new policy in force (`proxyP99Ms`), and both for the slowest round
+ * (`slowestIndexMs`, `slowestProxyMs`). `WARD_BENCH_KEEP=1` keeps the directory with the logs.
  */
 import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
@@ -27,7 +30,7 @@ import { IDENTITY_FILES, initIdentity, mintToken } from '../src/identity/index.j
 import { PROXY_NODE_OPTIONS } from '../src/proxy/index.js';
 import type { BenchResult } from './harness.js';
 import { log, round, startApps, stopApps } from './mesh.js';
-import { type LoggedChild, spawnLogged, waitFor, waitForLog } from './mesh-proc.js';
+import { type LoggedChild, OtherProcesses, spawnLogged, waitFor, waitForLog } from './mesh-proc.js';
 import { CLIENT_ID } from './mesh-ward.js';
 
 const HOST = '127.0.0.1';
@@ -148,6 +151,8 @@ interface Mesh {
   readonly controller: LoggedChild;
   readonly inbound: LoggedChild;
   readonly outboundPort: number;
+  /** The controller's and both proxies' pids. */
+  readonly pids: readonly number[];
   stop(): Promise<void>;
 }
 
@@ -218,7 +223,7 @@ async function startMesh(dir: string, appPort: number): Promise<Mesh> {
     ]);
     const outboundPorts = await proxyReady(outbound);
     if (outboundPorts.outbound === undefined) throw new Error('the client proxy reported no outbound port');
-    return { manifests, controller, inbound, outboundPort: outboundPorts.outbound, stop };
+    return { manifests, controller, inbound, outboundPort: outboundPorts.outbound, pids: [controller.pid, inbound.pid, outbound.pid], stop };
   } catch (e) {
     await stop();
     throw e;
@@ -356,6 +361,7 @@ export async function runRevocationSuite(): Promise<BenchResult[]> {
     log(`revocation: ${RATE_PER_SEC} rps through the proxies, warming up ${WARMUP_MS} ms...`);
     if (Number.isNaN(await firstStatus(waiters, 200, RESTORED_AFTER))) throw new Error('the client never got through the proxies');
     await sleep(WARMUP_MS);
+    const others = OtherProcesses.take([process.pid, apps.child.pid ?? 0, ...mesh.pids]);
     const rounds: RoundResult[] = [];
     for (let r = 0; r < ROUNDS; r++) {
       const style = STYLES[r % STYLES.length] as WriteStyle;
@@ -378,30 +384,37 @@ export async function runRevocationSuite(): Promise<BenchResult[]> {
     load.stop();
     load = undefined;
 
-    const stagesOf = (rs: readonly RoundResult[]): Record<string, number> => {
-      if (!TRACE || mesh === undefined) return {};
-      const indexed = logTimes(mesh.controller.log(), 'indexes updated');
-      const terminated = logTimes(mesh.inbound.log(), 'inbound policy in force');
-      const p99 = (xs: number[]) =>
-        round(
-          quantileOf(
-            xs.filter(Number.isFinite).sort((a, b) => a - b),
-            0.99,
-          ),
-          1,
-        );
-      const until = (x: RoundResult) => x.writtenAtEpochMs + ROUND_TIMEOUT_MS;
-      return {
-        indexP99Ms: p99(rs.map((x) => stage(indexed, x.writtenAtEpochMs, until(x)))),
-        proxyP99Ms: p99(rs.map((x) => stage(terminated, x.writtenAtEpochMs, until(x)))),
-      };
+    const otherCpuPct = others.since();
+
+    // Where each round's time went (trace only): the first log line of each stage after its write.
+    const indexed = TRACE ? logTimes(mesh.controller.log(), 'indexes updated') : [];
+    const inForce = TRACE ? logTimes(mesh.inbound.log(), 'inbound policy in force') : [];
+    const stagesOf = (x: RoundResult) => ({
+      indexMs: stage(indexed, x.writtenAtEpochMs, x.writtenAtEpochMs + ROUND_TIMEOUT_MS),
+      proxyMs: stage(inForce, x.writtenAtEpochMs, x.writtenAtEpochMs + ROUND_TIMEOUT_MS),
+    });
+    const p99Of = (xs: readonly number[]) =>
+      round(
+        quantileOf(
+          [...xs].filter(Number.isFinite).sort((a, b) => a - b),
+          0.99,
+        ),
+        1,
+      );
+    const stageFields = (rs: readonly RoundResult[]): Record<string, number> => {
+      if (!TRACE) return {};
+      const st = rs.map(stagesOf);
+      return { indexP99Ms: p99Of(st.map((x) => x.indexMs)), proxyP99Ms: p99Of(st.map((x) => x.proxyMs)) };
     };
+    const slowest = rounds.reduce((a, b) => (b.revokeMs > a.revokeMs || Number.isNaN(b.revokeMs) ? b : a));
+    const slowestFields = TRACE ? { slowestIndexMs: stagesOf(slowest).indexMs, slowestProxyMs: stagesOf(slowest).proxyMs } : {};
+
     const revokes = rounds.map((x) => x.revokeMs);
     const p99 = quantileOf(
-      revokes.filter((v) => Number.isFinite(v)).sort((a, b) => a - b),
+      [...revokes].filter(Number.isFinite).sort((a, b) => a - b),
       0.99,
     );
-    const meetsTarget = revokes.every((v) => Number.isFinite(v)) && p99 < TARGET_P99_MS;
+    const meetsTarget = revokes.every(Number.isFinite) && p99 < TARGET_P99_MS;
     const statuses = [...counts].map(([s, n]) => `${s === 0 ? 'error' : s}:${n}`).join(',');
     return [
       ...STYLES.map((style) => {
@@ -409,10 +422,19 @@ export async function runRevocationSuite(): Promise<BenchResult[]> {
         return summary(
           `revoke/${style}`,
           rs.map((x) => x.revokeMs),
-          stagesOf(rs),
+          stageFields(rs),
         );
       }),
-      summary('revoke/all', revokes, { ...stagesOf(rounds), rps: RATE_PER_SEC, requests: sent, statuses, targetMs: TARGET_P99_MS, meetsTarget }),
+      summary('revoke/all', revokes, {
+        ...stageFields(rounds),
+        ...slowestFields,
+        rps: RATE_PER_SEC,
+        requests: sent,
+        statuses,
+        otherCpuPct: round(otherCpuPct, 1),
+        targetMs: TARGET_P99_MS,
+        meetsTarget,
+      }),
       summary(
         'restore/all',
         rounds.map((x) => x.restoreMs),
