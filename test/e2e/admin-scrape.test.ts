@@ -187,7 +187,21 @@ describe('e2e: a meshed scrape of the admin port', { timeout: 180_000 }, () => {
     assert.equal(explain('/metrics', 'grafana').denyKind, 'http403');
 
     // The server proxy counted the scrape with the client's identity.
-    const own = await (await fetch(`http://${HOST}:${server.admin}/metrics`, { signal: AbortSignal.timeout(WAIT_MS) })).text();
+    // On a new connection: `ward explain` ran with spawnSync, which blocks this process, so a
+    // pooled one (fetch's, from the readiness check) may have been closed by the proxy meanwhile.
+    const own = await new Promise<string>((resolve, reject) => {
+      const req = httpRequest({ host: HOST, port: server.admin, path: '/metrics', agent: false }, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => {
+          body += c;
+        });
+        res.on('end', () => resolve(body));
+      });
+      req.on('error', reject);
+      req.setTimeout(WAIT_MS, () => req.destroy(new Error('timeout on the server proxy /metrics')));
+      req.end();
+    });
     assert.match(
       own,
       new RegExp(
