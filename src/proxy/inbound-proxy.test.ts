@@ -488,6 +488,19 @@ describe('InboundProxy: the mesh port (transport header)', () => {
     );
   });
 
+  it("never relays a TCP stream for one of the proxy's own ports to the application host", async () => {
+    const p = new InboundProxy(proxyOptions({ listen: { host: HOST, meshPort: 0, appPorts: [0] }, isProxyPort: (port) => port === portB }));
+    extraProxies.push(p);
+    const bound = await p.start();
+    policies.set(portB, mkServer(OPAQUE, [anyone]));
+    const appBefore = app.connections;
+    const c = await tls(bound.meshPort, transport(x));
+    c.socket.write(header(portB));
+    await expectClosed(c, 'to the admin port\n');
+    assert.equal(app.connections, appBefore);
+    assert.deepEqual(p.stats().tcpErrors, { 'proxy port': 1 });
+  });
+
   it('fails closed when the target port has no policy', async () => {
     const s0 = proxy.stats();
     const c = await tls(meshPort, transport(x));

@@ -211,6 +211,8 @@ export interface InboundProxyOptions {
   readonly isProxyPort?: (port: number) => boolean;
   /** Bounds on connections (see {@link InboundLimits}); each has a default. */
   readonly limits?: InboundLimits;
+  /** Where the counters go (give the same one to a custom `handleHttp`'s stack); default: the proxy's own. */
+  readonly counter?: InboundStatsCounter;
 }
 
 /**
@@ -345,7 +347,7 @@ export class InboundProxy {
   readonly #isProxyPort: (port: number) => boolean;
   /** The default HTTP stack (absent with a custom `handleHttp`). */
   readonly #http: InboundHttp | undefined;
-  readonly #counter = new InboundStatsCounter();
+  readonly #counter: InboundStatsCounter;
   readonly #conns = new Set<Conn>();
   /** Connections in the mesh TLS handshake, by 4-tuple: `secureConnection` only gives the TLS socket. */
   readonly #handshakes = new Map<string, Conn>();
@@ -392,6 +394,7 @@ export class InboundProxy {
     this.#hooks = opts.metrics ?? {};
     this.#originalDst = opts.originalDst;
     this.#isProxyPort = opts.isProxyPort ?? (() => false);
+    this.#counter = opts.counter ?? new InboundStatsCounter();
     const limits = opts.limits ?? {};
     this.#maxConnections = limits.maxConnections ?? defaultMaxConnections(openFileLimit());
     this.#maxUnfinished = limits.maxUnfinished ?? INBOUND_MAX_UNFINISHED;
@@ -870,6 +873,12 @@ export class InboundProxy {
    * are still checked: HTTP then closes the connection, or it would reach the application unchecked.
    */
   #authorizeTcp(conn: Conn, client: ClientInfo, afterSilence = false): void {
+    // The proxy's own ports (the admin port named by a transport header) speak HTTP only, to the
+    // proxy: a stream for them is never relayed to whatever listens on the application's host.
+    if (this.#isProxyPort(conn.port)) {
+      this.#fail(conn, 'proxy port');
+      return;
+    }
     const policy = this.#policies.current(conn.port);
     if (policy === undefined) {
       this.#fail(conn, 'no policy');

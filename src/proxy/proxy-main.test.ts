@@ -284,6 +284,9 @@ describe('startProxy', () => {
     assert.match(metrics, /^inbound_http_authz_allow_total\{[^}]*srv_name="web-http"[^}]*client_id="client\.[^}]*authz_name="web-http-authz"\} 1$/m);
     assert.match(metrics, /^identity_cert_expiration_timestamp_seconds \d+$/m);
     assert.equal(proxy.inbound.stats().tcpAuthzTerminate, 1);
+    // The HTTP stack counts into the inbound proxy's counters too.
+    assert.equal(proxy.inbound.stats().httpAuthzAllow, 1);
+    assert.equal(proxy.inbound.stats().httpAuthzDeny, 2);
   });
 
   it('shows the enforced policies and the certificate in /debug/policies', async () => {

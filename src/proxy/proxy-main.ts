@@ -45,6 +45,7 @@ import { ADMIN_POLICY_PORT, AdminServer } from './admin-server.js';
 import { type ProxyIdentity, startProxyIdentity } from './identity-bootstrap.js';
 import { InboundHttp } from './inbound-http.js';
 import { InboundProxy } from './inbound-proxy.js';
+import { InboundStatsCounter } from './inbound-stats.js';
 import { MetricsRegistry, registerReadFamily } from './metric-cells.js';
 import { gcCounting } from './metrics-gc.js';
 import { registerIdentityMetrics } from './metrics-identity.js';
@@ -339,7 +340,8 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
   // The HTTP stack of the pod ports. A meshed client reaches the admin port through the mesh port
   // (a transport header naming 4191, as ward's outbound sends for every meshed endpoint): the
   // admin server serves that stream itself, with the identity the inbound proxy verified.
-  const http = new InboundHttp({ policies: watcher, appHost: opts.appHost, appPortOf, logger: log, metrics: metrics.hooks });
+  const counter = new InboundStatsCounter();
+  const http = new InboundHttp({ policies: watcher, appHost: opts.appHost, appPortOf, logger: log, metrics: metrics.hooks, counter });
   const inbound = new InboundProxy({
     identity: identityName,
     tls,
@@ -364,6 +366,7 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
     },
     logger: log,
     metrics: metrics.hooks,
+    counter,
     handleHttp: (conn) => (conn.port === ADMIN_POLICY_PORT ? admin.handleHttp(conn) : http.handle(conn)),
     ...(originalDst !== undefined ? { originalDst } : {}),
     // Transparent mode: the proxy's own listeners are never a discovered port (inbound-proxy).
