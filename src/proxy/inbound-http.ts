@@ -94,13 +94,13 @@ import { editHttp1Headers, editHttp2Headers, type FilterOutcome, runRouteFilters
 export interface InboundHttpSettings {
   /**
    * Deadline for a request's whole header block from its first byte (HTTP/1; default 10 s): 408,
-   * closed. Also bounds an HTTP/2 connection preface and the discarded body of a request the proxy
-   * answered itself (both: closed).
+   * closed. Also bounds an HTTP/2 connection preface, an HTTP/2 header block spread over
+   * CONTINUATION frames, and the discarded body of a request the proxy answered itself (all: closed).
    */
   readonly headersTimeoutMs?: number;
   /** How often header deadlines are checked (default 1 s). */
   readonly timeoutCheckIntervalMs?: number;
-  /** An idle HTTP/1 keep-alive connection is closed after this (default 60 s). */
+  /** An idle HTTP/1 keep-alive connection, or an HTTP/2 connection without a stream, is closed after this (default 60 s; HTTP/2 with GOAWAY). */
   readonly keepAliveTimeoutMs?: number;
   /** Bound on an HTTP/1 request's header block in bytes (default 16 KiB, as node's): 431, closed. */
   readonly maxHeaderBytes?: number;
@@ -286,6 +286,7 @@ export class InboundHttp {
   readonly #counter: InboundStatsCounter;
   readonly #upstream: AppUpstream;
   readonly #headersTimeoutMs: number;
+  readonly #keepAliveTimeoutMs: number;
   readonly #random: () => number;
   readonly #h1: Http1Server<HttpConn>;
   readonly #h2Conns = new Set<H2Connection>();
@@ -315,6 +316,7 @@ export class InboundHttp {
     this.#counter = opts.counter ?? new InboundStatsCounter();
     this.#upstream = new AppUpstream({ maxSocketsPerPort: maxSockets });
     this.#headersTimeoutMs = headersTimeoutMs;
+    this.#keepAliveTimeoutMs = keepAliveTimeoutMs;
     this.#random = opts.random ?? Math.random;
 
     // No deadline on whole requests: a long upload or stream is not an attack by itself.
@@ -357,6 +359,8 @@ export class InboundHttp {
     // from the client ends the connection gracefully (open streams finish).
     const conn2: H2Connection = new H2Connection(socket, {
       role: 'server',
+      headerBlockTimeoutMs: this.#headersTimeoutMs,
+      idleTimeoutMs: this.#keepAliveTimeoutMs,
       onStream: (stream, block) => {
         try {
           this.#onStream(stream, block, ctx);

@@ -41,6 +41,7 @@ import {
   h1Request,
   h2Request,
   h2Session,
+  KEEP_ALIVE_MS,
   lastHealthReport,
   lifetimeMs,
   meshTls,
@@ -278,7 +279,45 @@ async function slowloris(
   return { probes, maxOpen };
 }
 
+/** The error codes of the GOAWAY frames in an HTTP/2 server's bytes. */
+function goawayCodes(bytes: Buffer): number[] {
+  const codes: number[] = [];
+  for (let at = 0; at + 9 <= bytes.length; ) {
+    const length = bytes.readUIntBE(at, 3);
+    if (bytes[at + 3] === 7 && at + 9 + 8 <= bytes.length) codes.push(bytes.readUInt32BE(at + 9 + 4));
+    at += 9 + length;
+  }
+  return codes;
+}
+
 describe('slow clients', () => {
+  it('closes an HTTP/2 header block left unfinished at the header deadline, and an HTTP/2 connection idle past the keep-alive timeout', async () => {
+    const frame = (type: number, flags: number, stream: number, payload: Buffer) => {
+      const h = Buffer.alloc(9);
+      h.writeUIntBE(payload.length, 0, 3);
+      h[3] = type;
+      h[4] = flags;
+      h.writeUInt32BE(stream, 5);
+      return Buffer.concat([h, payload]);
+    };
+    await underAttack(lab, async () => {
+      const s0 = lab.proxy.stats();
+      // HEADERS without END_HEADERS, one CONTINUATION without it either, then silence.
+      const unfinished = rawAttack(
+        lab.port.grpc,
+        Buffer.concat([PREFACE, frame(4, 0, 0, Buffer.alloc(0)), frame(1, 0, 1, Buffer.from([0x82, 0x87])), frame(9, 0, 1, Buffer.from([0x84]))]),
+      );
+      await closedByProxy(unfinished, HEADERS_MS + 2000, 'an unfinished header block');
+      assert.ok(lifetimeMs(unfinished) >= HEADERS_MS - 50, `closed after ${Math.round(lifetimeMs(unfinished))} ms`);
+      assert.deepEqual(goawayCodes(unfinished.received()), [11], 'GOAWAY ENHANCE_YOUR_CALM');
+      const idle = rawAttack(lab.port.grpc, Buffer.concat([PREFACE, frame(4, 0, 0, Buffer.alloc(0))]));
+      await closedByProxy(idle, KEEP_ALIVE_MS + 3000, 'an idle HTTP/2 connection');
+      assert.ok(lifetimeMs(idle) >= KEEP_ALIVE_MS - 50, `closed after ${Math.round(lifetimeMs(idle))} ms`);
+      assert.deepEqual(goawayCodes(idle.received()), [0], 'GOAWAY NO_ERROR');
+      await expectDelta(s0, {});
+    });
+  });
+
   it('closes 100 connections dribbling a ClientHello (1 byte / 200 ms) at the detect deadline', async () => {
     const hello = await captureClientHello({ servername: lab.proxyId });
     const ports = [lab.port.h1, lab.port.detect, lab.port.grpc, lab.meshPort];
