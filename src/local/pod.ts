@@ -65,6 +65,8 @@ export interface ContainerStatus {
 export interface PodStatus {
   readonly namespace: string;
   readonly name: string;
+  /** The workload the pod comes from (`Deployment/web`), or null for a Pod of its own. */
+  readonly owner: string | null;
   readonly ip: string;
   readonly ready: boolean;
   readonly restarts: number;
@@ -507,6 +509,7 @@ export class LocalPod {
     return {
       namespace: p.namespace,
       name: p.name,
+      owner: p.pod.owner ?? null,
       ip: p.ip,
       ready: this.#ready,
       restarts: this.restarts,

@@ -112,6 +112,8 @@ interface PodEntry {
   readonly problems?: readonly string[];
   readonly ip: string;
   readonly meshed: boolean;
+  /** The workload the pod comes from (`Deployment/web`), if any. */
+  readonly owner: string | undefined;
 }
 
 const HTTP_PORT_NAME = /^(http|web)/i;
@@ -336,7 +338,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
     const failed = (problems: string[]): PodEntry => {
       previous?.handOverLogs(undefined, 'pod cannot run');
       emit({ kind: 'pod-invalid', pod: key, problems });
-      return { key, fingerprint, pod: undefined, problems, ip, meshed };
+      return { key, fingerprint, pod: undefined, problems, ip, meshed, owner: pod.owner };
     };
     try {
       // The controller asked the same allocator (any manifest status.podIP was replaced).
@@ -360,7 +362,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
       return failed([`cannot start: ${errorMessage(e)}`]);
     }
     emit({ kind: 'pod-started', pod: key, ip, meshed });
-    return { key, fingerprint, pod: local, ip, meshed };
+    return { key, fingerprint, pod: local, ip, meshed, owner: pod.owner };
   }
 
   /** Brings the running pods in line with DIR. */
@@ -432,6 +434,7 @@ export async function startLocalMesh(opts: LocalMeshOptions): Promise<LocalMesh>
         return {
           namespace,
           name,
+          owner: e.owner ?? null,
           ip: e.ip,
           ready: false,
           restarts: 0,
