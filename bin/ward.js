@@ -1,47 +1,54 @@
 #!/usr/bin/env node
-// Entry point of the one `ward` executable. It runs the compiled JavaScript in dist/ when that is
-// at least as new as every source file (after `tsc -b`, as CI and `npm run build` do); otherwise
-// the TypeScript sources through tsx's loader, so a fresh clone needs only `npm ci` and an edit
-// never runs stale code. `WARD_FROM_SOURCE=1` forces the sources.
+// Entry point of the one `ward` executable. It runs the bundles scripts/build.mjs makes
+// (dist/bundle/, built by `npm ci` through `prepare`): one ES module with its dependencies, no
+// TypeScript loader. A bundle older than a source file is rebuilt first (esbuild, under a second),
+// so an edit never runs stale code; without esbuild (an install without dev dependencies) the
+// bundles are used as they are. `WARD_FROM_SOURCE=1` runs the TypeScript sources through tsx.
 //
-// `ward proxy` has an entry point of its own: a sidecar runs once per pod, and loading only what
-// it needs (and no TypeScript loader) keeps its memory down.
-import { readdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+// `ward proxy` has a bundle of its own: a sidecar runs once per pod, and loading only what it
+// needs keeps its memory down. `ward --version` answers from package.json and loads nothing else.
+import { readFileSync, statSync } from 'node:fs';
 
-// A file path, not a URL's (percent-encoded) path: a checkout may sit under a directory with spaces.
-const root = fileURLToPath(new URL('../', import.meta.url));
 const args = process.argv.slice(2);
-const proxyOnly = args[0] === 'proxy';
+if (args.length === 1 && (args[0] === '--version' || args[0] === '-V')) {
+  const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
+  process.stdout.write(`ward ${version}\n`);
+  process.exit(0);
+}
 
-/**
- * True when, for every non-test source file src/M/X.ts, dist/M/X.js exists and dist/M/.tsbuildinfo
- * (written by each `tsc -b` of project M, even when it re-emits nothing) is not older than it.
- */
-function distIsFresh() {
-  if (process.env.WARD_FROM_SOURCE === '1') return false;
-  const src = join(root, 'src');
-  const built = new Map();
+// A reader that went away (`ward status | head`) ends the command quietly, not with a stack trace.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (err) => {
+    if (err.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+    throw err;
+  });
+}
+
+const proxyOnly = args[0] === 'proxy';
+const bundleUrl = new URL(proxyOnly ? '../dist/bundle/ward-proxy.mjs' : '../dist/bundle/ward.mjs', import.meta.url);
+
+/** Rebuilds the bundles when a source is newer than this one (or it is missing); false when it cannot. */
+async function freshBundle() {
+  const builtMs = statSync(bundleUrl, { throwIfNoEntry: false })?.mtimeMs;
+  let tools;
   try {
-    for (const e of readdirSync(src, { recursive: true, withFileTypes: true })) {
-      if (!e.isFile() || !e.name.endsWith('.ts') || e.name.endsWith('.test.ts') || e.name.endsWith('.d.ts')) continue;
-      const file = join(e.parentPath, e.name);
-      const rel = file.slice(src.length + 1);
-      const project = rel.slice(0, rel.indexOf('/'));
-      if (!built.has(project)) built.set(project, statSync(join(root, 'dist', project, '.tsbuildinfo')).mtimeMs);
-      statSync(join(root, 'dist', rel.replace(/\.ts$/, '.js')));
-      if (built.get(project) < statSync(file).mtimeMs) return false;
-    }
-    return true;
+    tools = await import('../scripts/build.mjs');
   } catch {
-    return false;
+    return builtMs !== undefined;
+  }
+  if (builtMs !== undefined && tools.isFresh()) return true;
+  try {
+    await tools.build();
+    return true;
+  } catch (e) {
+    process.stderr.write(`ward: cannot build the bundles: ${e instanceof Error ? e.message : String(e)}\n`);
+    return builtMs !== undefined;
   }
 }
 
 let entry;
-if (distIsFresh()) {
-  entry = await import(proxyOnly ? '../dist/cli/proxy-entry.js' : '../dist/cli/main.js');
+if (process.env.WARD_FROM_SOURCE !== '1' && (await freshBundle())) {
+  entry = await import(bundleUrl.href);
 } else {
   const { register } = await import('tsx/esm/api');
   register();

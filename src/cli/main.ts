@@ -2,9 +2,12 @@
  * The `ward` executable: one binary, one subcommand per role. Exit statuses follow CLI.md:
  * 0 success, 1 a check or test failed, 2 bad usage or unreadable input.
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Command, CommanderError, Option, type OptionValues } from '@commander-js/extra-typings';
 import pc from 'picocolors';
 import { QueryError } from '../index/index.js';
+import { packageRootOf } from '../shared/index.js';
 import { clusterConfig } from './cluster-config.js';
 import { printAuthz, runAuthz } from './commands/authz.js';
 import { runCheck, statusOf } from './commands/check.js';
@@ -100,10 +103,17 @@ class InputError extends Error {
   readonly code = 'ERR_INPUT';
 }
 
+/** The version in ward's package.json. */
+function wardVersion(): string {
+  const manifest = JSON.parse(readFileSync(join(packageRootOf(import.meta.url), 'package.json'), 'utf8')) as { version?: unknown };
+  return typeof manifest.version === 'string' ? manifest.version : 'unknown';
+}
+
 /** Builds the command tree. `result` receives each command's exit status. */
 function program(io: CliIo, result: { status: number }, signal: AbortSignal | undefined): Command {
   const prog = new Command('ward')
     .description('identity-based authorization for service meshes: check, inspect, explain and test inbound policy')
+    .version(`ward ${wardVersion()}`, '-V, --version', 'print the version')
     .showHelpAfterError()
     .configureOutput({ writeOut: (s) => io.out(s), writeErr: (s) => io.err(s) })
     .exitOverride();

@@ -8,4 +8,5 @@ export * from './backoff.js';
 export * from './errors.js';
 export * from './logger.js';
 export * from './metrics.js';
+export * from './package-root.js';
 export * from './timers.js';

@@ -9,13 +9,16 @@
  * - an extra pod (probe-demo) whose readiness probe its policy does not authorize stays unready;
  * - Ctrl-C leaves no process behind.
  *
- * The copy lives inside the repository (`.e2e-tmp/`) so the services' `node --import tsx` finds
- * node_modules. It differs from the example in two ways: the vote-bots vote every 200 ms (so the
- * 2 s bound is measurable), and probe-demo is added. The test process is "the host" (127.0.0.1),
+ * The copy lives outside the repository (in the system's temporary directory), as a user's copy
+ * would: the services run from their bundles (services/dist/) with no node_modules beside them.
+ * It differs from the example in two ways: the vote-bots vote every 200 ms (so the 2 s bound is
+ * measurable), and probe-demo is added. The test process is "the host" (127.0.0.1),
  * which the web policy admits.
  */
 import assert from 'node:assert/strict';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { parseAllDocuments, stringify } from 'yaml';
@@ -205,8 +208,9 @@ const EMOJIVOTO_PODS = ['bad/vote-bot-0', 'emojivoto/emoji-0', 'emojivoto/vote-b
 
 describe('ward up examples/emojivoto', { timeout: 120_000 }, () => {
   before(async () => {
-    mkdirSync(join(ROOT, '.e2e-tmp'), { recursive: true });
-    work = mkdtempSync(join(ROOT, '.e2e-tmp', 'emojivoto-'));
+    const built = spawnSync(process.execPath, [join(ROOT, 'scripts', 'build.mjs'), '--if-stale'], { encoding: 'utf8', timeout: 120_000 });
+    assert.equal(built.status, 0, built.stderr);
+    work = mkdtempSync(join(tmpdir(), 'ward-emojivoto-'));
     dir = join(work, 'emojivoto');
     state = join(work, 'state');
     copyExample(dir);

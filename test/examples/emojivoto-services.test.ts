@@ -4,7 +4,7 @@
  * requests going through proxies written here that stand in for the pod proxy's outbound port.
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import { createServer as createH2cServer } from 'node:http2';
@@ -29,9 +29,15 @@ interface Service {
 
 const started: Service[] = [];
 
-/** Starts `services/<script>.ts` the way the manifests do, with only `env` (and PATH) set. */
+// The manifests run the bundles of the services (services/dist/, made by scripts/build.mjs).
+before(() => {
+  const r = spawnSync(process.execPath, [new URL('../../scripts/build.mjs', import.meta.url).pathname, '--if-stale'], { encoding: 'utf8', timeout: 120_000 });
+  assert.equal(r.status, 0, r.stderr);
+});
+
+/** Starts `services/dist/<script>.mjs` the way the manifests do, with only `env` (and PATH) set. */
 function startService(script: string, env: Record<string, string>): Service {
-  const child = spawn(process.execPath, ['--import', 'tsx', `services/${script}.ts`], {
+  const child = spawn(process.execPath, [`services/dist/${script}.mjs`], {
     cwd: EXAMPLE,
     // Nothing inherited: no proxy variables from the environment running the tests, no node:test context.
     env: { PATH: process.env.PATH ?? '', ...(process.env.TMPDIR === undefined ? {} : { TMPDIR: process.env.TMPDIR }), ...env },

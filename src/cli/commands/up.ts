@@ -7,12 +7,12 @@
  * process groups of their own, so no signal of the terminal reaches them but through ward up.)
  */
 import { statSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { type Command, Option } from '@commander-js/extra-typings';
 import type { Diagnostic } from '../../core/index.js';
 import { checkLocalPods, type LocalEvent, type LocalMesh, POD_RANGE, podRangeOffset, startLocalMesh, stateDirOf } from '../../local/index.js';
 import type { Pod } from '../../manifest/index.js';
-import { errorMessage, hasCode } from '../../shared/index.js';
+import { errorMessage, hasCode, packageRootOf } from '../../shared/index.js';
 import { clusterConfig } from '../cluster-config.js';
 import { type CliIo, EXIT, UsageError, untilStopped } from '../io.js';
 import { formatDiagnostics, type Palette, palette, table } from '../output.js';
@@ -37,12 +37,33 @@ export interface UpFlags {
   readonly restartBackoffMs?: string;
 }
 
-/** The `bin/ward.js` of this checkout (src/cli/commands -> repo root; the same from dist/). */
-const WARD_BIN = fileURLToPath(new URL('../../../bin/ward.js', import.meta.url));
+/** The `bin/ward.js` of this package, whether this module runs from its source or a bundle. */
+const WARD_BIN = join(packageRootOf(import.meta.url), 'bin', 'ward.js');
 
-/** How this process runs `ward`: the same node, loader flags and launcher (test-runner and inspector flags dropped). */
+/** Node flags not handed on to the processes `ward up` starts: the test runner's and the inspector's. */
+function isHandedOn(flag: string): boolean {
+  return !flag.startsWith('--test') && !flag.startsWith('--inspect') && !flag.startsWith('--experimental-test');
+}
+
+/**
+ * How this process runs `ward`: the same node and launcher, with the node flags it was given but
+ * the test runner's, the inspector's and tsx's loader (bin/ward.js runs compiled bundles: a proxy
+ * never carries a TypeScript loader, even when `ward up` itself runs from the sources).
+ */
 export function wardArgv(): string[] {
-  const keep = process.execArgv.filter((a) => !a.startsWith('--test') && !a.startsWith('--inspect') && !a.startsWith('--experimental-test'));
+  const keep: string[] = [];
+  const argv = process.execArgv;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string;
+    const loaderFlag = /^(--import|--require|-r|--loader|--experimental-loader)(=|$)/.exec(a);
+    if (loaderFlag !== null) {
+      const value = loaderFlag[2] === '=' ? a.slice(loaderFlag[0].length) : (argv[i + 1] ?? '');
+      if (loaderFlag[2] !== '=') i++;
+      if (!/\btsx\b/.test(value)) keep.push(...(loaderFlag[2] === '=' ? [a] : [a, value]));
+      continue;
+    }
+    if (isHandedOn(a)) keep.push(a);
+  }
   return [process.execPath, ...keep, WARD_BIN];
 }
 

@@ -1,0 +1,106 @@
+#!/usr/bin/env node
+// `npm run build` (and `prepare`, so `npm ci` runs it): bundles what runs into single ES modules
+// with esbuild, dependencies included, so no command loads a TypeScript loader or resolves a
+// module graph of hundreds of files:
+// - dist/bundle/ward.mjs, the CLI (every command);
+// - dist/bundle/ward-proxy.mjs, `ward proxy` alone (a sidecar per pod: only what it needs);
+// - examples/emojivoto/services/dist/*.mjs, the example's applications, self-contained, so a copy
+//   of the example outside the checkout runs with nothing installed beside it.
+// Each file is written whole under a temporary name and renamed into place: processes starting
+// while a build runs (bin/ward.js rebuilds a stale bundle) never load half a file. Type checking
+// is `tsc -b`'s job, not this one's.
+import { mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const EXAMPLE_SERVICES = ['web', 'emoji', 'voting', 'vote-bot'];
+
+/** What to build: entry (from the root) → output (from the root). */
+export const OUTPUTS = [
+  { entry: 'src/cli/main.ts', out: 'dist/bundle/ward.mjs' },
+  { entry: 'src/cli/proxy-entry.ts', out: 'dist/bundle/ward-proxy.mjs' },
+  ...EXAMPLE_SERVICES.map((s) => ({ entry: `examples/emojivoto/services/${s}.ts`, out: `examples/emojivoto/services/dist/${s}.mjs` })),
+];
+
+// CommonJS dependencies inside an ES module call `require` for node's built-ins.
+const BANNER = "import { createRequire as __wardCreateRequire } from 'node:module'; const require = __wardCreateRequire(import.meta.url);";
+
+/** Builds every output; resolves with the time it took in ms. Throws on a build error. */
+export async function build() {
+  const started = performance.now();
+  const esbuild = await import('esbuild');
+  await Promise.all(
+    OUTPUTS.map(async ({ entry, out }) => {
+      const target = join(ROOT, out);
+      mkdirSync(join(target, '..'), { recursive: true });
+      const tmp = `${target}.${process.pid}.tmp`;
+      try {
+        await esbuild.build({
+          entryPoints: [join(ROOT, entry)],
+          outfile: tmp,
+          bundle: true,
+          platform: 'node',
+          format: 'esm',
+          target: 'node22',
+          banner: { js: BANNER },
+          legalComments: 'none',
+          logLevel: 'error',
+        });
+        renameSync(tmp, target);
+      } finally {
+        rmSync(tmp, { force: true });
+      }
+    }),
+  );
+  return performance.now() - started;
+}
+
+/** The newest modification time of the sources the outputs are built from (src/, the example's services, the lock file). */
+export function newestSourceMs() {
+  let newest = statSync(join(ROOT, 'package-lock.json'), { throwIfNoEntry: false })?.mtimeMs ?? 0;
+  for (const dir of ['src', 'examples/emojivoto/services']) {
+    const base = join(ROOT, dir);
+    for (const e of readdirRecursive(base)) {
+      if (!e.endsWith('.ts') || e.endsWith('.test.ts')) continue;
+      const m = statSync(e).mtimeMs;
+      if (m > newest) newest = m;
+    }
+  }
+  return newest;
+}
+
+function* readdirRecursive(dir) {
+  for (const e of readdirSyncSafe(dir)) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) {
+      if (e.name !== 'dist' && e.name !== 'node_modules') yield* readdirRecursive(p);
+    } else yield p;
+  }
+}
+
+function readdirSyncSafe(dir) {
+  try {
+    return readdirSync(dir, { withFileTypes: true });
+  } catch {
+    return [];
+  }
+}
+
+/** True when every output exists and is newer than every source. */
+export function isFresh() {
+  const newest = newestSourceMs();
+  return OUTPUTS.every(({ out }) => (statSync(join(ROOT, out), { throwIfNoEntry: false })?.mtimeMs ?? -1) >= newest);
+}
+
+// `--if-stale`: build only when a source is newer than an output (tests call this before using the bundles).
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  if (process.argv.includes('--if-stale') && isFresh()) process.exit(0);
+  try {
+    const ms = await build();
+    console.error(`build: ${OUTPUTS.length} bundles in ${Math.round(ms)} ms`);
+  } catch (e) {
+    console.error(`build: ${e instanceof Error ? e.message : String(e)}`);
+    process.exit(1);
+  }
+}
