@@ -13,6 +13,7 @@
  * collector does not: 100,000 unclosed parsers held 230 MB), and it must not be closed from one
  * of its own callbacks (node defers that too): the owner closes it once its socket has closed.
  */
+import { METHODS } from 'node:http';
 import { createRequire } from 'node:module';
 
 /** The native parser's surface used here. */
@@ -36,7 +37,27 @@ interface NativeParserClass {
 }
 
 const require = createRequire(import.meta.url);
-const { HTTPParser, methods } = require('node:_http_common') as { HTTPParser: NativeParserClass; methods: readonly string[] };
+const { HTTPParser } = require('node:_http_common') as { HTTPParser: NativeParserClass };
+
+/**
+ * llhttp's method codes to names, read off the parser itself: `_http_common`'s `methods` lists
+ * only some of llhttp's methods, not by code (QUERY, code 46, is its 35th), and reading a code
+ * there turned a QUERY request into a GET. Each method node knows is parsed once here.
+ */
+const METHOD_NAMES: readonly string[] = (() => {
+  const names: string[] = [];
+  for (const name of METHODS) {
+    const parser = new HTTPParser();
+    parser.initialize(HTTPParser.REQUEST, {}, 1024, 0);
+    parser[HTTPParser.kOnHeadersComplete] = (_major: number, _minor: number, _headers: unknown, method: number): number => {
+      names[method] = name;
+      return 0;
+    };
+    parser.execute(Buffer.from(`${name} / HTTP/1.1\r\n\r\n`, 'latin1'));
+    parser.close();
+  }
+  return names;
+})();
 
 /** What a response parser ({@link createResponseParser}) reports. Callbacks run inside `execute` / `finish`. */
 export interface ResponseEvents {
@@ -169,7 +190,8 @@ export interface RequestEvents {
   /** A request starts (its first byte). */
   begin(): void;
   /**
-   * A request head: the method, the target as sent, flat name/value pairs in their order
+   * A request head: the method (empty for one llhttp takes that node does not name: refuse it),
+   * the target as sent, flat name/value pairs in their order
    * (Latin-1), the minor version (HTTP/1.x), llhttp's keep-alive verdict (version and
    * `Connection`) and whether the request asks for another protocol (CONNECT, or `Upgrade` with
    * `Connection: upgrade` and no body: the parser then stops after the head).
@@ -188,7 +210,7 @@ export function createRequestParser(events: RequestEvents, maxHeaderBytes: numbe
       maxHeaderBytes,
       () => events.begin(),
       (h) => {
-        events.head(methods[h.method] ?? 'GET', h.url, h.headers, h.minor, h.keepAlive, h.upgrade);
+        events.head(METHOD_NAMES[h.method] ?? '', h.url, h.headers, h.minor, h.keepAlive, h.upgrade);
         return 0;
       },
       (chunk) => events.body(chunk),

@@ -605,4 +605,18 @@ describe('Http1Server: limits, errors and handover', () => {
     assert.deepEqual(u.statuses, [501, 200]);
     u.socket.destroy();
   });
+
+  it('names every method llhttp takes as node does, QUERY and M-SEARCH included', async () => {
+    const seen: string[] = [];
+    const s = await serve((req, res) => {
+      seen.push(req.method);
+      answer(res, 200, '');
+    });
+    const c = new Raw(s.port).send(
+      'QUERY /q HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\nM-SEARCH * HTTP/1.1\r\nHost: x\r\n\r\nSOURCE / HTTP/1.1\r\nHost: x\r\n\r\n',
+    );
+    await waitFor(() => c.statuses.length === 3, 'three answers');
+    assert.deepEqual(seen, ['QUERY', 'M-SEARCH', 'SOURCE']);
+    c.socket.destroy();
+  });
 });

@@ -539,10 +539,12 @@ class ServerConnection<C> {
       msg.discarding = true;
       return;
     }
-    if (msg.unframed) {
-      // llhttp fails such a request only after this callback: it must not start meanwhile.
+    if ((msg.unframed && method !== 'CONNECT') || method === '') {
+      // llhttp fails such a request only after this callback: it must not start meanwhile (a
+      // CONNECT has no body: what follows it is the tunnel's, and llhttp takes it so). A method
+      // without a name is one llhttp knows and node does not: never guessed at.
       msg.discarding = true;
-      this.#refused = 'HPE_INVALID_TRANSFER_ENCODING';
+      this.#refused = method === '' ? 'HPE_INVALID_METHOD' : 'HPE_INVALID_TRANSFER_ENCODING';
       return;
     }
     if (method === 'CONNECT') {
