@@ -1,11 +1,13 @@
 /**
- * Benchmark runner: `npm run bench -- <decide|detect|index|propagation|certify|mesh|mesh-ab|metrics|relay|revocation|all> [--json]`
- * (`all`: every suite but `mesh-ab`, which compares node options given in its environment).
+ * Benchmark runner: `npm run bench -- <attack|decide|detect|index|propagation|certify|mesh|mesh-ab|metrics|relay|revocation|all> [--json]`
+ * (`all`: every suite but `mesh-ab`, which compares node options given in its environment, and
+ * `attack`, which takes ~7 minutes).
  *
  * Prints a table per suite, or with `--json` exactly one JSON object per suite and line:
  * `{"suite": "...", "results": [{"name", "nsPerOp", "opsPerSec", ...extra}]}`. Progress and
  * warnings go to stderr so stdout stays machine-readable. Unknown suite: exit 2.
  */
+import { runAttackSuite } from './attack.js';
 import { runCertifySuite } from './certify.js';
 import { runDecideSuite } from './decide.js';
 import { runDetectSuite } from './detect.js';
@@ -19,6 +21,7 @@ import { runRelaySuite } from './relay.js';
 import { runRevocationSuite } from './revocation.js';
 
 const SUITES: readonly Suite[] = [
+  { name: 'attack', run: runAttackSuite, notInAll: true },
   { name: 'decide', run: runDecideSuite },
   { name: 'detect', run: runDetectSuite },
   { name: 'index', run: runIndexSuite },

@@ -1,0 +1,449 @@
+/**
+ * `npm run bench -- attack`: what exhaustion attacks cost one inbound proxy, and whether a healthy
+ * meshed client beside the attack notices (issue 22, items 7–9). Each attack runs on a fresh mesh
+ * of bench/mesh-ward.ts (a real controller, the server pod's inbound `ward proxy` in front of the
+ * bench apps, the client pod's outbound `ward proxy`), with one more policy: the gRPC and opaque
+ * ports also admit unauthenticated clients from any network, so plaintext attack connections are
+ * served and forwarded as far as the proxy goes (the worst case; a port admitting only meshed
+ * clients refuses plaintext opaque connections outright).
+ *
+ * - `h2-unfinished-headers` (7): plaintext HTTP/2 to the gRPC port: the preface, SETTINGS, then
+ *   HEADERS without END_HEADERS and CONTINUATION frames, {@link H2_BLOCK_BYTES} of header block
+ *   in all (below twice the 64 KiB header list bound, where the proxy fails the connection), then
+ *   silence.
+ * - `tls-half-open/app`, `tls-half-open/mesh` (8): a real ClientHello (OpenSSL's, from node:tls)
+ *   with the server proxy's identity as SNI, then silence, on the HTTP/1 app port and on the mesh
+ *   port (with the mesh ALPN there).
+ * - `opaque-held` (9): plaintext to the opaque port, one byte each, then silence.
+ *
+ * The attacker is its own process (bench/attack-client.ts), from its own loopback address. During
+ * the attack window (opening for at most {@link OPEN_MS}, holding until {@link HOLD_MS} after the
+ * start, closing, {@link WINDOW_TAIL_MS} more) the healthy client sends HTTP/1 GETs at
+ * {@link HEALTHY_RPS} through the outbound proxy and mesh TLS to the HTTP/1 port, open loop
+ * (latency from the scheduled send, bench/mesh-load.ts). The inbound proxy's RSS (`VmRSS`) is
+ * sampled every {@link SAMPLE_MS}: `idleRssMb` just before the window (after {@link IDLE_SETTLE_MS}
+ * of quiet from start), `peakRssMb` over the window and the {@link AFTER_MS} after it, `afterRssMb`
+ * {@link AFTER_MS} after the attack closed its connections (`rssEvery5sMb`: the samples every 5 s
+ * from the attack's start). `idleBrkHeapMb`/`afterBrkHeapMb` are the resident part of its
+ * `[heap]` mapping, glibc's main malloc arena (V8's heap is mapped elsewhere): what of the RSS
+ * malloc holds. Also its peak open descriptors, its `inbound_tcp_errors_total` and
+ * `inbound_http_errors_total` increments over the run (`shedUnfinished`, `shedOrRefusedAtLimit`:
+ * the connection-limit reasons), the attacker's view (`opened`, `failed`, `closedByProxy`,
+ * `openAtHoldEnd`), and `healthyMaxMsEvery5s`, the healthy client's slowest request (from its
+ * actual send) in each 5 s of the attack: where the p99 came from.
+ *
+ * Targets per attack: `peakRssMb` < {@link TARGET_PEAK_RSS_MB}, `afterRssMb` within
+ * {@link TARGET_AFTER_RATIO} of idle, 0 healthy errors, healthy p99 < {@link TARGET_P99_MS} ms.
+ * About 100 s per attack: not in `all`. `WARD_BENCH_ATTACK=<name,...>` runs only those attacks;
+ * `WARD_BENCH_PROXY_NODE_ARGS` passes node options to the proxies (e.g. `--trace-gc`); the
+ * proxies inherit the bench's environment (e.g. `MALLOC_ARENA_MAX`).
+ */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { connect as tlsConnect } from 'node:tls';
+import type { AttackOptions, AttackReport } from './attack-client.js';
+import type { BenchResult } from './harness.js';
+import { log, round, startApps, stopApps } from './mesh.js';
+import { http1Client, type LoadClient, quantile, runFixedRate } from './mesh-load.js';
+import { rssMb } from './mesh-proc.js';
+import { SERVER_ID, SERVICE_AUTHORITY, startWardMesh, type WardMesh } from './mesh-ward.js';
+
+const HOST = '127.0.0.1';
+const HEALTHY_RPS = 100;
+const HEALTHY_CONNECTIONS = 8;
+const HEALTHY_WARMUP_MS = 2000;
+/** The attacker stops opening connections this long after it started. */
+const OPEN_MS = 15_000;
+/** The attacker closes every connection this long after it started. */
+const HOLD_MS = 40_000;
+/** The healthy client's window goes on this long after the attack closed. */
+const WINDOW_TAIL_MS = 2000;
+/** When the after-attack RSS is read, from the attack's close. */
+const AFTER_MS = 30_000;
+/** How long a fresh mesh sits before its idle RSS is read (V8's memory reducer and heap-settle run by then: see bench/mesh.ts). */
+const IDLE_SETTLE_MS = 15_000;
+const SAMPLE_MS = 250;
+const FD_SAMPLE_MS = 1000;
+const CONCURRENCY = 256;
+const TARGET_PEAK_RSS_MB = 200;
+const TARGET_AFTER_RATIO = 1.2;
+const TARGET_P99_MS = 100;
+/** HTTP/2 header block bytes per connection (7 frames of 16 KiB = 112 KiB). */
+const H2_BLOCK_BYTES = 7 * 16_384;
+const MESH_ALPN = 'transport.l5d.io/v1';
+
+type AttackName = 'h2-unfinished-headers' | 'tls-half-open/app' | 'tls-half-open/mesh' | 'opaque-held';
+
+interface Attack {
+  readonly name: AttackName;
+  readonly issueItem: number;
+  readonly count: number;
+  /** Which inbound port: a pod port, or the mesh port. */
+  readonly target: 8080 | 8081 | 9000 | 'mesh';
+  readonly payload: () => Promise<Buffer>;
+  /** The attacker's source address (one per attack, so no attack meets another's TIME_WAIT). */
+  readonly localAddress: string;
+}
+
+const ATTACKS: readonly Attack[] = [
+  { name: 'h2-unfinished-headers', issueItem: 7, count: 2000, target: 8081, payload: () => Promise.resolve(h2UnfinishedHeaders()), localAddress: '127.0.1.7' },
+  { name: 'tls-half-open/app', issueItem: 8, count: 6000, target: 8080, payload: () => clientHello(undefined), localAddress: '127.0.1.8' },
+  { name: 'tls-half-open/mesh', issueItem: 8, count: 6000, target: 'mesh', payload: () => clientHello(MESH_ALPN), localAddress: '127.0.1.9' },
+  { name: 'opaque-held', issueItem: 9, count: 10_000, target: 9000, payload: () => Promise.resolve(Buffer.from('x')), localAddress: '127.0.1.10' },
+];
+
+/** The gRPC and opaque ports also admit anyone (see the module comment). */
+const OPEN_PORTS_MANIFEST = `apiVersion: policy.linkerd.io/v1alpha1
+kind: NetworkAuthentication
+metadata: {name: anywhere, namespace: demo}
+spec:
+  networks: [{cidr: 0.0.0.0/0}]
+${['grpc', 'tcp']
+  .map(
+    (p) => `---
+apiVersion: policy.linkerd.io/v1alpha1
+kind: AuthorizationPolicy
+metadata: {name: server-${p}-anywhere, namespace: demo}
+spec:
+  targetRef: {group: policy.linkerd.io, kind: Server, name: server-${p}}
+  requiredAuthenticationRefs:
+  - {group: policy.linkerd.io, kind: NetworkAuthentication, name: anywhere}
+`,
+  )
+  .join('')}`;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+// === payloads ===
+
+function h2Frame(type: number, flags: number, streamId: number, payload: Buffer): Buffer {
+  const head = Buffer.alloc(9);
+  head.writeUIntBE(payload.length, 0, 3);
+  head[3] = type;
+  head[4] = flags;
+  head.writeUInt32BE(streamId, 5);
+  return Buffer.concat([head, payload]);
+}
+
+/**
+ * The preface, an empty SETTINGS, then a request's header block that never ends: HEADERS
+ * (END_STREAM, no END_HEADERS) and CONTINUATION frames without END_HEADERS, of 16 KiB each. The
+ * block is HPACK literals (`x-pad: aaa…`), valid as far as it goes.
+ */
+function h2UnfinishedHeaders(): Buffer {
+  const entry = Buffer.concat([Buffer.from([0x00, 0x05]), Buffer.from('x-pad'), Buffer.from([0x7f, 0xe9, 0x06]), Buffer.alloc(1000, 0x61)]);
+  const block = Buffer.alloc(H2_BLOCK_BYTES);
+  for (let off = 0; off < block.length; off += entry.length) entry.copy(block, off);
+  const frames = [Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), h2Frame(0x4, 0, 0, Buffer.alloc(0))];
+  for (let off = 0; off < block.length; off += 16_384) {
+    frames.push(h2Frame(off === 0 ? 0x1 : 0x9, off === 0 ? 0x1 : 0, 1, block.subarray(off, off + 16_384)));
+  }
+  return Buffer.concat(frames);
+}
+
+/** The first flight of a node:tls (OpenSSL) client to the server proxy's identity: a real ClientHello. */
+async function clientHello(alpn: string | undefined): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  const server = createServer((s) => {
+    s.on('data', (c: Buffer) => {
+      chunks.push(c);
+      s.destroy();
+    });
+  });
+  server.listen(0, HOST);
+  await once(server, 'listening');
+  const port = (server.address() as { port: number }).port;
+  const client = tlsConnect({ host: HOST, port, servername: SERVER_ID, ...(alpn === undefined ? {} : { ALPNProtocols: [alpn] }) });
+  // Not events.once: it rejects on the 'error' the capture's reset causes.
+  await new Promise<void>((resolve) => {
+    client.on('error', () => {});
+    client.once('close', () => resolve());
+  });
+  server.close();
+  const hello = Buffer.concat(chunks);
+  if (hello[0] !== 0x16) throw new Error('no ClientHello captured');
+  return hello;
+}
+
+// === the proxy's side ===
+
+/** The inbound proxy's listen ports: each pod port's and the mesh port (from its ready line). */
+function inboundPorts(mesh: WardMesh): { readonly pod: ReadonlyMap<number, number>; readonly mesh: number } {
+  const line = /ward proxy ready: .*$/m.exec(mesh.inbound.log())?.[0] ?? '';
+  const meshPort = /mesh :(\d+)/.exec(line)?.[1];
+  if (meshPort === undefined) throw new Error(`no ready line in ${mesh.inbound.logFile}`);
+  const pod = new Map<number, number>();
+  for (const m of line.matchAll(/(\d+)@(\d+)->/g)) pod.set(Number(m[1]), Number(m[2]));
+  return { pod, mesh: Number(meshPort) };
+}
+
+/** `inbound_tcp_errors_total` and `inbound_http_errors_total` by `family/error`, from the proxy's `/metrics`. */
+async function errorCounts(adminPort: number): Promise<Map<string, number>> {
+  const text = await (await fetch(`http://${HOST}:${adminPort}/metrics`, { signal: AbortSignal.timeout(5000) })).text();
+  const out = new Map<string, number>();
+  for (const m of text.matchAll(/^inbound_(tcp|http)_errors_total\{error="([^"]*)"[^}]*\} (\S+)$/gm)) {
+    const key = `${m[1]}/${m[2]}`;
+    out.set(key, (out.get(key) ?? 0) + Number(m[3]));
+  }
+  return out;
+}
+
+/**
+ * Resident MB of the process's `[heap]` mapping (glibc's main malloc arena, grown with brk; V8's
+ * heap pages are mmapped elsewhere), NaN when unknown: what of the RSS is malloc's.
+ */
+function brkHeapMb(pid: number): number {
+  try {
+    const m = /\[heap\]\n(?:[A-Za-z_]+:.*\n)*?Rss:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/smaps`, 'utf8'));
+    return m === null ? 0 : Number(m[1]) / 1024;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+function openFds(pid: number): number {
+  try {
+    return readdirSync(`/proc/${pid}/fd`).length;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** Samples a process's RSS every {@link SAMPLE_MS} (and descriptors every {@link FD_SAMPLE_MS}) until stopped. */
+function sampleProcess(pid: number): { stop(): { peakRssMb: number; peakFds: number; timeline: readonly number[] } } {
+  const timeline: number[] = [];
+  let peakRssMb = rssMb(pid);
+  let peakFds = openFds(pid);
+  const rss = setInterval(() => {
+    const v = rssMb(pid);
+    timeline.push(v);
+    if (v > peakRssMb) peakRssMb = v;
+  }, SAMPLE_MS);
+  const fds = setInterval(() => {
+    peakFds = Math.max(peakFds, openFds(pid));
+  }, FD_SAMPLE_MS);
+  return {
+    stop: () => {
+      clearInterval(rss);
+      clearInterval(fds);
+      return { peakRssMb, peakFds, timeline };
+    },
+  };
+}
+
+// === the attacker ===
+
+interface Attacker {
+  go(): void;
+  readonly report: Promise<AttackReport>;
+  kill(): void;
+}
+
+async function startAttacker(opts: AttackOptions): Promise<Attacker> {
+  const script = new URL('./attack-client.ts', import.meta.url).pathname;
+  const child = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), script, JSON.stringify(opts)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  child.stdout.setEncoding('utf8');
+  let out = '';
+  const lines: string[] = [];
+  const waiters: ((line: string) => void)[] = [];
+  child.stdout.on('data', (c: string) => {
+    out += c;
+    for (let i = out.indexOf('\n'); i !== -1; i = out.indexOf('\n')) {
+      const line = out.slice(0, i);
+      out = out.slice(i + 1);
+      const w = waiters.shift();
+      if (w !== undefined) w(line);
+      else lines.push(line);
+    }
+  });
+  const exited = once(child, 'exit').then(([code]) => {
+    throw new Error(`the attacker exited (${String(code)}) without a report`);
+  });
+  exited.catch(() => {});
+  const nextLine = () =>
+    Promise.race([new Promise<string>((resolve) => (lines.length > 0 ? resolve(lines.shift() as string) : waiters.push(resolve))), exited]);
+  if ((await nextLine()) !== 'ready') throw new Error('the attacker did not start');
+  const report = nextLine().then((l) => JSON.parse(l) as AttackReport);
+  report.catch(() => {});
+  return {
+    go: () => child.stdin.write('go\n'),
+    report,
+    kill: () => {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    },
+  };
+}
+
+// === one attack ===
+
+/**
+ * `client` noting each request's latency from its actual send into the 5 s bucket of the attack
+ * (from `startedAt()`) it ended in: where in the attack the slow ones were.
+ */
+function bucketed(client: LoadClient, startedAt: () => number): { client: LoadClient; maxMsEvery5s(): number[] } {
+  const max: number[] = [];
+  const note = (t0: number): void => {
+    const now = performance.now();
+    const from = startedAt();
+    if (from === 0 || now < from) return;
+    const i = Math.floor((now - from) / 5000);
+    for (let j = max.length; j <= i; j++) max.push(0);
+    max[i] = Math.max(max[i] as number, now - t0);
+  };
+  return {
+    client: {
+      request: () => {
+        const t0 = performance.now();
+        return client.request().finally(() => note(t0));
+      },
+      close: () => client.close(),
+    },
+    maxMsEvery5s: () => max.map((v) => Math.round(v)),
+  };
+}
+
+async function runAttack(attack: Attack, dir: string): Promise<BenchResult> {
+  const apps = await startApps();
+  let mesh: WardMesh | undefined;
+  let attacker: Attacker | undefined;
+  const client = { current: undefined as ReturnType<typeof http1Client> | undefined };
+  try {
+    mkdirSync(join(dir, 'manifests'), { recursive: true });
+    writeFileSync(join(dir, 'manifests', 'attack.yaml'), OPEN_PORTS_MANIFEST);
+    mesh = await startWardMesh(dir, apps.ports);
+    const readyAt = performance.now();
+    const ports = inboundPorts(mesh);
+    const port = attack.target === 'mesh' ? ports.mesh : ports.pod.get(attack.target);
+    if (port === undefined) throw new Error(`the inbound proxy serves no port ${attack.target}`);
+    const pid = mesh.inbound.pid;
+    const adminPort = mesh.adminPorts[1];
+    log(`attack ${attack.name}: mesh up (inbound pid ${pid}, attacked port :${port}); ${attack.count} connections`);
+    const healthy = http1Client(
+      { kind: 'forward-proxy', proxyHost: HOST, proxyPort: mesh.outboundPort, authority: SERVICE_AUTHORITY.http1 },
+      HEALTHY_CONNECTIONS,
+    );
+    client.current = healthy;
+    await healthy.request();
+    const payloadFile = join(dir, 'attack-payload.bin');
+    writeFileSync(payloadFile, await attack.payload());
+    attacker = await startAttacker({
+      host: HOST,
+      port,
+      localAddress: attack.localAddress,
+      count: attack.count,
+      concurrency: CONCURRENCY,
+      payloadFile,
+      openMs: OPEN_MS,
+      holdMs: HOLD_MS,
+    });
+    await sleep(IDLE_SETTLE_MS - (performance.now() - readyAt));
+    const idleRssMb = rssMb(pid);
+    const idleBrkHeapMb = brkHeapMb(pid);
+    const idleFds = openFds(pid);
+    const errorsBefore = await errorCounts(adminPort);
+    let sampler: ReturnType<typeof sampleProcess> | undefined;
+    let attackStartedAt = 0;
+    const a = attacker;
+    const timed = bucketed(healthy, () => attackStartedAt);
+    const stats = await runFixedRate(timed.client, {
+      ratePerSec: HEALTHY_RPS,
+      warmupMs: HEALTHY_WARMUP_MS,
+      measureMs: HOLD_MS + WINDOW_TAIL_MS,
+      hooks: {
+        start: () => {
+          sampler = sampleProcess(pid);
+          attackStartedAt = performance.now();
+          a.go();
+        },
+        stop: () => {},
+      },
+    });
+    const report = await a.report;
+    const closedAt = attackStartedAt + HOLD_MS;
+    await sleep(AFTER_MS - (performance.now() - closedAt));
+    const afterRssMb = rssMb(pid);
+    const afterBrkHeapMb = brkHeapMb(pid);
+    const sampled = sampler?.stop() ?? { peakRssMb: Number.NaN, peakFds: Number.NaN, timeline: [] };
+    const errorsAfter = await errorCounts(adminPort);
+    const proxyErrors = [...errorsAfter]
+      .map(([k, v]) => [k, v - (errorsBefore.get(k) ?? 0)] as const)
+      .filter(([, v]) => v > 0)
+      .map(([k, v]) => `${k}:${v}`)
+      .join(',');
+    const shed = (errorsAfter.get('tcp/unfinished connection limit') ?? 0) - (errorsBefore.get('tcp/unfinished connection limit') ?? 0);
+    const limited = (errorsAfter.get('tcp/connection limit') ?? 0) - (errorsBefore.get('tcp/connection limit') ?? 0);
+    const p99 = quantile(stats.sortedMs, 0.99);
+    const afterRatio = afterRssMb / idleRssMb;
+    const meetsTarget = sampled.peakRssMb < TARGET_PEAK_RSS_MB && afterRatio <= TARGET_AFTER_RATIO && stats.errors === 0 && p99 < TARGET_P99_MS;
+    // The RSS every 5 s from the attack's start (the peak's shape and what came back when).
+    const every5s = sampled.timeline.filter((_, i) => i % (5000 / SAMPLE_MS) === 0).map((v) => Math.round(v));
+    const failures = Object.entries(report.failures)
+      .map(([k, v]) => `${k}:${v}`)
+      .join(',');
+    const row: BenchResult = {
+      name: attack.name,
+      nsPerOp: null,
+      opsPerSec: null,
+      issueItem: attack.issueItem,
+      connections: attack.count,
+      idleRssMb: round(idleRssMb, 1),
+      peakRssMb: round(sampled.peakRssMb, 1),
+      afterRssMb: round(afterRssMb, 1),
+      afterVsIdle: round(afterRatio, 2),
+      idleBrkHeapMb: round(idleBrkHeapMb, 1),
+      afterBrkHeapMb: round(afterBrkHeapMb, 1),
+      healthyRps: HEALTHY_RPS,
+      healthyP50Ms: round(quantile(stats.sortedMs, 0.5), 2),
+      healthyP99Ms: round(p99, 2),
+      healthyErrors: stats.errors,
+      healthyLagP99Ms: round(stats.lagP99Ms, 2),
+      healthyMaxMsEvery5s: timed.maxMsEvery5s().join(' '),
+      shedUnfinished: shed,
+      shedOrRefusedAtLimit: limited,
+      proxyErrors,
+      idleFds,
+      peakFds: sampled.peakFds,
+      opened: report.opened,
+      failed: report.failed,
+      attackerFailures: failures,
+      closedByProxy: report.closedByPeer,
+      openAtHoldEnd: report.openAtEnd,
+      peakOpen: report.peakOpen,
+      openedInMs: report.openedInMs,
+      rssEvery5sMb: every5s.join(' '),
+      targetMb: TARGET_PEAK_RSS_MB,
+      targetMs: TARGET_P99_MS,
+      meetsTarget,
+    };
+    log(`attack ${attack.name}: ${JSON.stringify(row)}`);
+    return row;
+  } finally {
+    attacker?.kill();
+    client.current?.close();
+    await mesh?.stop();
+    await stopApps(apps);
+  }
+}
+
+/** Runs the attack suite: one row per attack. */
+export async function runAttackSuite(): Promise<BenchResult[]> {
+  const only = process.env.WARD_BENCH_ATTACK?.split(',').filter((s) => s !== '');
+  const attacks = only === undefined ? ATTACKS : ATTACKS.filter((a) => only.includes(a.name));
+  if (attacks.length === 0) throw new Error(`WARD_BENCH_ATTACK names no attack (${ATTACKS.map((a) => a.name).join(', ')})`);
+  const results: BenchResult[] = [];
+  for (const attack of attacks) {
+    const dir = mkdtempSync(join(tmpdir(), 'ward-bench-attack-'));
+    try {
+      results.push(await runAttack(attack, dir));
+    } finally {
+      if (process.env.WARD_BENCH_KEEP !== '1') rmSync(dir, { recursive: true, force: true });
+      else log(`attack: kept ${dir}`);
+    }
+  }
+  return results;
+}
