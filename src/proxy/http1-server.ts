@@ -430,6 +430,8 @@ class ServerConnection<C> {
   #connect: Message | undefined;
   /** A request head was refused (its framing): answered once `execute` returns, with this code. */
   #refused: string | undefined;
+  /** llhttp's keep-alive verdict on the last request head parsed. */
+  #lastKeepAlive = true;
   /** When the current request's first byte came (0: not reading a head, or not reading at all). Times are {@link clock}'s. */
   headersSince: number;
   /** The parser is inside a request's head. */
@@ -513,9 +515,12 @@ class ServerConnection<C> {
         return;
       }
       if (typeof r !== 'number') {
-        // After the last response (the connection ending), what follows is not read: no error.
-        if (this.closing && this.#active?.res?.finished !== false) this.#done = true;
-        else this.#clientError((r as NodeJS.ErrnoException).code ?? 'HPE_INVALID', false);
+        const code = (r as NodeJS.ErrnoException).code ?? 'HPE_INVALID';
+        // After the last response (the connection ending), or after a request that closes the
+        // connection (llhttp's "data after Connection: close", while its response may still be
+        // under way), what follows is not read: no error, and that response is still sent.
+        if (code === 'HPE_CLOSED_CONNECTION' || (this.closing && this.#active?.res?.finished !== false)) this.#done = true;
+        else this.#clientError(code, false);
         return;
       }
       const connect = this.#connect;
@@ -525,12 +530,21 @@ class ServerConnection<C> {
       }
       // Stopped after an upgrade request that is served as HTTP/1: the rest is the next request.
       if (r >= data.length || this.destroyed || this.#done) return;
+      if (r === 0) {
+        // llhttp, after an upgrade, takes nothing of bytes that cannot start a request and
+        // reports no error: asked again, it would do the same forever. After a request that
+        // closes the connection they are not read (as above); otherwise they are a bad request.
+        if (this.#lastKeepAlive) this.#clientError('HPE_INVALID_METHOD', false);
+        else this.#done = true;
+        return;
+      }
       data = data.subarray(r);
     }
   };
 
   #onHead(method: string, url: string, headers: string[], minor: number, keepAlive: boolean, upgrade: boolean): void {
     this.headersSince = 0;
+    this.#lastKeepAlive = keepAlive;
     this.#inHead = false;
     const msg = new Message(method, url, headers, minor, keepAlive, upgrade);
     this.#parsing = msg;
