@@ -1,0 +1,234 @@
+/**
+ * Http1Pool against an upstream that answers with arbitrary and mutated bytes: responses valid or
+ * not, split anywhere, more than asked, late, cut short, FINs and resets, over in-memory sockets.
+ * Whatever it sends, the pool never throws, every request is settled exactly once (onComplete or
+ * onError, nothing after), and a response - head or body - reaches only the request it answers:
+ * each response names the request that was last written to its connection when it was sent.
+ */
+import assert from 'node:assert/strict';
+import { Duplex, Readable } from 'node:stream';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import { cuts, fuzzParams, latin1, type Mutation, mutate, mutation, split } from './fuzz-test-helpers.js';
+import { Http1Pool, type Http1PoolHandler, type Http1PoolRequest } from './http1-pool.js';
+
+/** One reaction of the upstream to a request: the pieces it sends, in order. */
+type Piece =
+  | { readonly kind: 'response'; readonly shape: ResponseShape; readonly mutations: readonly Mutation[] | undefined; readonly cuts: number[] }
+  | { readonly kind: 'junk'; readonly bytes: Uint8Array }
+  | { readonly kind: 'end' }
+  | { readonly kind: 'reset' };
+
+interface ResponseShape {
+  readonly status: number;
+  readonly minor: number;
+  readonly framing: 'length' | 'chunked' | 'close' | 'none';
+  readonly connection: string | undefined;
+  readonly keepAliveHint: boolean;
+  readonly informational: boolean;
+  readonly body: string;
+}
+
+/** An in-memory upstream connection: records what the pool writes, and pushes what the script says. */
+class UpstreamSocket extends Duplex {
+  /** The tag of the request last written here (undefined before the first). */
+  lastTag: string | undefined;
+  written = '';
+  readonly #onRequest: (socket: UpstreamSocket) => void;
+
+  constructor(onRequest: (socket: UpstreamSocket) => void) {
+    super({ allowHalfOpen: true });
+    this.#onRequest = onRequest;
+  }
+
+  override _read(): void {}
+
+  override _write(chunk: Buffer, _encoding: BufferEncoding, callback: () => void): void {
+    this.written += chunk.toString('latin1');
+    // Each request head names its tag in x-tag; the latest one is what a response answers.
+    for (;;) {
+      const m = /x-tag: (\w+)\r\n/.exec(this.written);
+      if (m === null) break;
+      this.written = this.written.slice(m.index + m[0].length);
+      this.lastTag = m[1];
+      this.#onRequest(this);
+    }
+    callback();
+  }
+
+  override _final(callback: () => void): void {
+    callback();
+  }
+}
+
+/** The bytes of a response answering `tag`: its head says so, and so does its body. */
+function responseBytes(shape: ResponseShape, tag: string): Buffer {
+  const body = `for-${tag}:${shape.body}`;
+  let head = '';
+  if (shape.informational) head += `HTTP/1.1 100 Continue\r\nx-answers: ${tag}\r\n\r\n`;
+  head += `HTTP/1.${shape.minor} ${shape.status} X\r\nx-answers: ${tag}\r\n`;
+  if (shape.connection !== undefined) head += `connection: ${shape.connection}\r\n`;
+  if (shape.keepAliveHint) head += 'keep-alive: timeout=5\r\n';
+  let rest = '';
+  if (shape.framing === 'length') {
+    head += `content-length: ${body.length}\r\n`;
+    rest = body;
+  } else if (shape.framing === 'chunked') {
+    head += 'transfer-encoding: chunked\r\n';
+    rest = `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`;
+  } else if (shape.framing === 'close') rest = body;
+  return Buffer.from(`${head}\r\n${rest}`, 'latin1');
+}
+
+const responseShape: fc.Arbitrary<ResponseShape> = fc.record({
+  status: fc.constantFrom(200, 200, 200, 204, 304, 404, 500, 101, 199),
+  minor: fc.constantFrom(1, 1, 1, 0),
+  framing: fc.constantFrom('length', 'length', 'chunked', 'close', 'none'),
+  connection: fc.constantFrom(undefined, undefined, 'close', 'keep-alive', 'Keep-Alive, close'),
+  keepAliveHint: fc.boolean(),
+  informational: fc.boolean(),
+  body: latin1({ maxLength: 20 }),
+});
+
+const PLAIN_ANSWER: Piece = {
+  kind: 'response',
+  shape: { status: 200, minor: 1, framing: 'length', connection: undefined, keepAliveHint: false, informational: false, body: '' },
+  mutations: undefined,
+  cuts: [],
+};
+
+const piece: fc.Arbitrary<Piece> = fc.oneof(
+  {
+    weight: 6,
+    arbitrary: fc.record({
+      kind: fc.constant('response' as const),
+      shape: responseShape,
+      mutations: fc.option(fc.array(mutation, { minLength: 1, maxLength: 2 }), { nil: undefined, freq: 3 }),
+      cuts,
+    }),
+  },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('junk' as const), bytes: fc.uint8Array({ minLength: 1, maxLength: 16 }) }) },
+  { weight: 1, arbitrary: fc.constant({ kind: 'end' as const }) },
+  { weight: 1, arbitrary: fc.constant({ kind: 'reset' as const }) },
+);
+
+/** What the upstream does on each request it reads, per connection in order (a valid answer when the list runs out). */
+const script = fc.array(fc.array(piece, { minLength: 0, maxLength: 3 }), { maxLength: 8 });
+
+interface Tracked {
+  readonly tag: string;
+  headers: string[] | undefined;
+  body: string;
+  settled: 'complete' | 'error' | undefined;
+  /** Calls after the first terminal one, or out of order. */
+  readonly violations: string[];
+}
+
+function track(tag: string): { t: Tracked; handler: Http1PoolHandler } {
+  const t: Tracked = { tag, headers: undefined, body: '', settled: undefined, violations: [] };
+  const handler: Http1PoolHandler = {
+    onConnect() {
+      if (t.settled !== undefined) t.violations.push('onConnect after the end');
+    },
+    onHeaders(_status, headers) {
+      if (t.settled !== undefined) t.violations.push('onHeaders after the end');
+      if (t.headers !== undefined) t.violations.push('onHeaders twice');
+      t.headers = headers;
+      return true;
+    },
+    onData(chunk) {
+      if (t.settled !== undefined || t.headers === undefined) t.violations.push('onData out of order');
+      t.body += chunk.toString('latin1');
+      return true;
+    },
+    onComplete() {
+      if (t.settled !== undefined) t.violations.push(`onComplete after ${t.settled}`);
+      if (t.headers === undefined) t.violations.push('onComplete without headers');
+      t.settled ??= 'complete';
+    },
+    onError() {
+      if (t.settled !== undefined) t.violations.push(`onError after ${t.settled}`);
+      t.settled ??= 'error';
+    },
+  };
+  return { t, handler };
+}
+
+async function turns(n: number): Promise<void> {
+  for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
+}
+
+describe('http1 pool fuzz: an upstream sending arbitrary bytes', () => {
+  it('settles every request once and delivers a response only to the request it answers', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 2 }),
+        fc.array(fc.record({ method: fc.constantFrom('GET', 'GET', 'HEAD', 'POST'), body: fc.option(latin1({ maxLength: 10 }), { nil: undefined }) }), {
+          minLength: 1,
+          maxLength: 5,
+        }),
+        script,
+        async (connections, requests, reactions) => {
+          const sockets: UpstreamSocket[] = [];
+          let reaction = 0;
+          const react = async (socket: UpstreamSocket): Promise<void> => {
+            const tag = socket.lastTag as string;
+            const pieces = reactions[reaction++] ?? [PLAIN_ANSWER];
+            await turns(1);
+            for (const p of pieces) {
+              if (socket.destroyed) return;
+              if (p.kind === 'end') socket.push(null);
+              else if (p.kind === 'reset') socket.destroy();
+              else if (p.kind === 'junk') socket.push(Buffer.from(p.bytes));
+              else {
+                // The response answers the request last written to this connection when it is sent.
+                const bytes = responseBytes(p.shape, socket.lastTag ?? tag);
+                for (const c of split(p.mutations === undefined ? bytes : mutate(bytes, p.mutations), p.cuts)) {
+                  if (socket.destroyed || socket.readableEnded) return;
+                  socket.push(c);
+                  await turns(1);
+                }
+              }
+              await turns(1);
+            }
+          };
+          const pool = new Http1Pool({
+            authority: 'upstream.test:80',
+            connections,
+            connect: (callback) => {
+              const socket = new UpstreamSocket((s) => void react(s));
+              socket.on('error', () => {});
+              sockets.push(socket);
+              queueMicrotask(() => callback(null, socket));
+            },
+          });
+          const tracked: Tracked[] = [];
+          for (const [i, r] of requests.entries()) {
+            const tag = `t${i}x${Math.random().toString(36).slice(2, 10)}`;
+            const { t, handler } = track(tag);
+            tracked.push(t);
+            const headers = ['x-tag', tag];
+            const body = r.body === undefined ? null : Readable.from([Buffer.from(r.body, 'latin1')]);
+            if (r.body !== undefined && r.body.length % 2 === 0) headers.push('content-length', String(r.body.length));
+            const request: Http1PoolRequest = { method: r.method, path: '/', headers, body };
+            pool.dispatch(request, handler);
+          }
+          await turns(200);
+          // Whatever is still open is cut off: every request must then settle.
+          for (const s of sockets) s.destroy();
+          await turns(20);
+          await pool.destroy();
+          const tags = new Set(tracked.map((t) => t.tag));
+          for (const t of tracked) {
+            assert.deepEqual(t.violations, [], t.tag);
+            assert.notEqual(t.settled, undefined, `${t.tag} settled`);
+            const answers = t.headers?.[t.headers.findIndex((h, i) => i % 2 === 0 && h === 'x-answers') + 1];
+            if (t.headers !== undefined && answers !== undefined && tags.has(answers)) assert.equal(answers, t.tag, 'the response head answers this request');
+            for (const other of tags) if (other !== t.tag) assert.ok(!t.body.includes(`for-${other}:`), `${t.tag} got the body of ${other}`);
+          }
+        },
+      ),
+      fuzzParams(150),
+    );
+  });
+});
