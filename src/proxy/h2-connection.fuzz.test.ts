@@ -1,0 +1,370 @@
+/**
+ * H2Connection (server side) under arbitrary and mutated client bytes: sequences of frames of
+ * every type (header blocks from a real HPACK encoder, split over CONTINUATION, padded, with
+ * priority; DATA, WINDOW_UPDATE, SETTINGS, PING, RST_STREAM, PRIORITY, GOAWAY, unknown types),
+ * and what node:http2's client (nghttp2) sends, mutated (bit flips, truncation, splicing, length
+ * edits). Whatever arrives, the connection never fails with an internal error (a defect caught in
+ * its data handler), and what it reports and writes is the same whether the bytes come at once,
+ * in random pieces or one by one. Over in-memory sockets.
+ */
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { connect as connectHttp2 } from 'node:http2';
+import { type AddressInfo, createServer, type Socket } from 'node:net';
+import { Duplex } from 'node:stream';
+import { before, describe, it } from 'node:test';
+import fc from 'fast-check';
+import { bytewise, cuts, fuzzParams, latin1, mutate, mutation, split } from './fuzz-test-helpers.js';
+import { H2_INTERNAL_ERROR, H2Connection, type H2Stream } from './h2-connection.js';
+import { ByteWriter, HpackEncoder } from './hpack.js';
+
+const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
+
+class MemorySocket extends Duplex {
+  readonly written: Buffer[] = [];
+
+  constructor() {
+    super({ allowHalfOpen: true });
+  }
+
+  override _read(): void {}
+
+  override _write(chunk: Buffer, _encoding: BufferEncoding, callback: () => void): void {
+    this.written.push(Buffer.from(chunk));
+    callback();
+  }
+
+  override _final(callback: () => void): void {
+    callback();
+  }
+}
+
+function frame(type: number, flags: number, id: number, payload: Uint8Array): Buffer {
+  const head = Buffer.alloc(9);
+  head.writeUIntBE(payload.length, 0, 3);
+  head[3] = type;
+  head[4] = flags;
+  head.writeUInt32BE(id >>> 0, 5);
+  return Buffer.concat([head, payload]);
+}
+
+// --- frame sequences
+
+type Op =
+  | { op: 'headers'; stream: number; extra: [string, string][]; endStream: boolean; pieces: number; padded: number; priority: boolean; trailers: boolean }
+  | { op: 'data'; stream: number; bytes: Uint8Array; endStream: boolean; padded: number }
+  | { op: 'window'; stream: number; increment: number }
+  | { op: 'settings'; entries: [number, number][]; ack: boolean }
+  | { op: 'ping'; ack: boolean }
+  | { op: 'rst'; stream: number; code: number }
+  | { op: 'priority'; stream: number; dependsOn: number }
+  | { op: 'goaway' }
+  | { op: 'unknown'; type: number; stream: number; bytes: Uint8Array };
+
+const streamRef = fc.integer({ min: 0, max: 4 }).map((k) => (k === 0 ? 0 : 2 * k - 1));
+const op: fc.Arbitrary<Op> = fc.oneof(
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      op: fc.constant('headers' as const),
+      stream: streamRef,
+      extra: fc.array(
+        fc.oneof(
+          { weight: 6, arbitrary: fc.tuple(fc.stringMatching(/^x-[a-z0-9-]{0,10}$/), fc.stringMatching(/^[\x21-\x7e]{0,12}$/)) },
+          { weight: 1, arbitrary: fc.tuple(fc.constantFrom('content-length', 'te', 'connection', 'Upper', ':path'), latin1({ maxLength: 6 })) },
+        ),
+        { maxLength: 3 },
+      ),
+      endStream: fc.boolean(),
+      pieces: fc.integer({ min: 1, max: 3 }),
+      padded: fc.integer({ min: -1, max: 4 }),
+      priority: fc.boolean(),
+      trailers: fc.boolean(),
+    }),
+  },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      op: fc.constant('data' as const),
+      stream: streamRef,
+      bytes: fc.uint8Array({ maxLength: 40 }),
+      endStream: fc.boolean(),
+      padded: fc.integer({ min: -1, max: 4 }),
+    }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      op: fc.constant('window' as const),
+      stream: streamRef,
+      increment: fc.oneof(fc.integer({ min: 0, max: 70_000 }), fc.constant(0x7fff_ffff)),
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      op: fc.constant('settings' as const),
+      entries: fc.array(
+        fc.tuple(
+          fc.integer({ min: 0, max: 8 }),
+          fc.oneof(fc.integer({ min: 0, max: 70_000 }), fc.constantFrom(0x7fff_ffff, 0x8000_0000, 16_777_215, 16_777_216)),
+        ),
+        {
+          maxLength: 3,
+        },
+      ),
+      ack: fc.boolean(),
+    }),
+  },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('ping' as const), ack: fc.boolean() }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('rst' as const), stream: streamRef, code: fc.integer({ min: 0, max: 14 }) }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('priority' as const), stream: streamRef, dependsOn: streamRef }) },
+  { weight: 1, arbitrary: fc.constant({ op: 'goaway' as const }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      op: fc.constant('unknown' as const),
+      type: fc.integer({ min: 10, max: 255 }),
+      stream: streamRef,
+      bytes: fc.uint8Array({ maxLength: 8 }),
+    }),
+  },
+);
+
+/** The client's bytes for `ops`: preface, SETTINGS, then each op's frames (header blocks through one encoder, in order). */
+function clientBytes(ops: readonly Op[]): Buffer {
+  const enc = new HpackEncoder();
+  const out: Buffer[] = [PREFACE, frame(0x4, 0, 0, Buffer.alloc(0))];
+  // Stream references are to streams opened so far (mostly the latest), or 0: new requests take the next id.
+  let latest = 0;
+  const ref = (k: number): number => (k === 0 ? 0 : Math.min(k, latest) || 1);
+  for (const raw of ops) {
+    let o = raw;
+    if (o.op === 'headers') {
+      if (o.trailers || o.stream === 0) o = { ...o, stream: o.stream === 0 ? 0 : Math.max(latest, 1) };
+      else {
+        latest = latest === 0 ? 1 : latest + 2;
+        o = { ...o, stream: latest };
+      }
+    } else if ('stream' in o) o = { ...o, stream: ref(o.stream) };
+    switch (o.op) {
+      case 'headers': {
+        const pairs = o.trailers ? [] : [':method', 'POST', ':scheme', 'http', ':path', `/s${o.stream}`, ':authority', 'a.test'];
+        for (const [n, v] of o.extra) pairs.push(n, v);
+        const w = new ByteWriter(64);
+        enc.encode(w, pairs);
+        const block = w.take();
+        const size = Math.ceil(block.length / o.pieces) || 1;
+        const parts: Buffer[] = [];
+        for (let at = 0; at < block.length || parts.length === 0; at += size) parts.push(block.subarray(at, at + size));
+        let first: Buffer = parts[0] as Buffer;
+        let flags = (o.endStream ? 0x1 : 0) | (parts.length === 1 ? 0x4 : 0);
+        if (o.priority) {
+          flags |= 0x20;
+          first = Buffer.concat([Buffer.from([0, 0, 0, o.stream === 1 ? 3 : 1, 16]), first]);
+        }
+        if (o.padded >= 0) {
+          flags |= 0x8;
+          first = Buffer.concat([Buffer.of(o.padded), first, Buffer.alloc(o.padded)]);
+        }
+        out.push(frame(0x1, flags, o.stream, first));
+        for (let i = 1; i < parts.length; i++) out.push(frame(0x9, i === parts.length - 1 ? 0x4 : 0, o.stream, parts[i] as Buffer));
+        break;
+      }
+      case 'data': {
+        let payload = Buffer.from(o.bytes);
+        let flags = o.endStream ? 0x1 : 0;
+        if (o.padded >= 0) {
+          flags |= 0x8;
+          payload = Buffer.concat([Buffer.of(o.padded), payload, Buffer.alloc(o.padded)]);
+        }
+        out.push(frame(0x0, flags, o.stream, payload));
+        break;
+      }
+      case 'window': {
+        const p = Buffer.alloc(4);
+        p.writeUInt32BE(o.increment);
+        out.push(frame(0x8, 0, o.stream, p));
+        break;
+      }
+      case 'settings': {
+        const p = Buffer.alloc(o.ack ? 0 : 6 * o.entries.length);
+        if (!o.ack) {
+          for (const [i, [id, v]] of o.entries.entries()) {
+            p.writeUInt16BE(id, 6 * i);
+            p.writeUInt32BE(v >>> 0, 6 * i + 2);
+          }
+        }
+        out.push(frame(0x4, o.ack ? 1 : 0, 0, p));
+        break;
+      }
+      case 'ping':
+        out.push(frame(0x6, o.ack ? 1 : 0, 0, Buffer.alloc(8, 7)));
+        break;
+      case 'rst': {
+        const p = Buffer.alloc(4);
+        p.writeUInt32BE(o.code);
+        out.push(frame(0x3, 0, o.stream, p));
+        break;
+      }
+      case 'priority': {
+        const p = Buffer.alloc(5);
+        p.writeUInt32BE(o.dependsOn);
+        p[4] = 15;
+        out.push(frame(0x2, 0, o.stream, p));
+        break;
+      }
+      case 'goaway':
+        out.push(frame(0x7, 0, 0, Buffer.alloc(8)));
+        break;
+      case 'unknown':
+        out.push(frame(o.type, 0, o.stream, o.bytes));
+        break;
+    }
+  }
+  return Buffer.concat(out);
+}
+
+// --- running a server connection
+
+interface Run {
+  /** Everything the connection reported, in order. */
+  readonly log: string[];
+  /** Everything it wrote. */
+  readonly written: Buffer;
+  readonly internalError: string | undefined;
+}
+
+async function serve(chunks: readonly Buffer[]): Promise<Run> {
+  const socket = new MemorySocket();
+  socket.on('error', () => {});
+  const log: string[] = [];
+  let internalError: string | undefined;
+  const conn = new H2Connection(socket, {
+    role: 'server',
+    idleTimeoutMs: 0,
+    onStream(stream: H2Stream, block) {
+      log.push(`stream ${stream.id} ${block.pairs.join('|')}`);
+      stream.events = {
+        headers(s, b, end) {
+          log.push(`headers ${s.id} ${b.pairs.join('|')} ${end}`);
+        },
+        data(s, chunk, end) {
+          log.push(`data ${s.id} ${chunk.toString('latin1')} ${end}`);
+          s.consumed(chunk.length);
+          if (end) s.respond([':status', '200'], true);
+        },
+        closed(s, code, byPeer) {
+          log.push(`closed ${s.id} ${code} ${byPeer}`);
+        },
+      };
+      if (stream.remoteEnded) stream.respond([':status', '204'], true);
+    },
+    onClose(code, reason) {
+      log.push(`close ${code}`);
+      if (code === H2_INTERNAL_ERROR || reason?.startsWith('internal error') === true) internalError = reason ?? 'internal error';
+    },
+  });
+  for (const c of chunks) {
+    if (socket.destroyed) break;
+    socket.push(c);
+    await new Promise((r) => setImmediate(r));
+  }
+  for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+  const written = Buffer.concat(socket.written);
+  conn.destroy();
+  socket.destroy();
+  return { log, written, internalError };
+}
+
+function assertSame(a: Run, b: Run, what: string): void {
+  assert.deepEqual(b.log, a.log, `${what}: reports`);
+  assert.deepEqual(b.written.toString('hex'), a.written.toString('hex'), `${what}: bytes written`);
+}
+
+/** Client bytes node:http2 (nghttp2) writes for a few requests with bodies, captured once. */
+let nodeClientBytes: Buffer[] = [];
+
+before(async () => {
+  const captures: Buffer[] = [];
+  for (const requests of [1, 3]) {
+    const server = createServer();
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const { port } = server.address() as AddressInfo;
+    const chunks: Buffer[] = [];
+    server.on('connection', (s: Socket) => {
+      s.on('error', () => {});
+      s.write(Buffer.from('000000040000000000000000040100000000', 'hex'));
+      s.on('data', (d: Buffer) => chunks.push(d));
+    });
+    const session = connectHttp2(`http://127.0.0.1:${port}`);
+    session.on('error', () => {});
+    for (let i = 0; i < requests; i++) {
+      const req = session.request({ ':method': 'POST', ':path': `/r${i}`, 'content-type': 'application/grpc', te: 'trailers', 'x-i': String(i) });
+      req.on('error', () => {});
+      req.end(Buffer.alloc(100 + i, 0x61));
+    }
+    // Until every stream has ended (END_STREAM on a DATA frame of each).
+    const ended = (): number => {
+      const wire = Buffer.concat(chunks);
+      let n = 0;
+      for (let pos = PREFACE.length; pos + 9 <= wire.length; pos += 9 + wire.readUIntBE(pos, 3))
+        if (wire[pos + 3] === 0 && ((wire[pos + 4] as number) & 1) === 1) n++;
+      return n;
+    };
+    const deadline = Date.now() + 5000;
+    while (ended() < requests && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    session.destroy();
+    server.close();
+    captures.push(Buffer.concat(chunks));
+  }
+  nodeClientBytes = captures;
+});
+
+describe('h2 connection fuzz: the server side on arbitrary client bytes', () => {
+  const generated = fc.array(op, { minLength: 1, maxLength: 10 }).map(clientBytes);
+  const input = fc.oneof(
+    generated,
+    fc.tuple(generated, fc.array(mutation, { minLength: 1, maxLength: 3 })).map(([b, ms]) => mutate(b, ms)),
+    fc
+      .tuple(fc.nat(), fc.array(mutation, { minLength: 0, maxLength: 3 }))
+      .map(([which, ms]) => mutate(nodeClientBytes[which % nodeClientBytes.length] as Buffer, ms)),
+    fc.uint8Array({ maxLength: 64 }).map((b) => Buffer.concat([PREFACE, b])),
+  );
+
+  it('never fails with an internal error, and reports and writes the same however the bytes are split', async () => {
+    await fc.assert(
+      fc.asyncProperty(input, cuts, async (bytes, at) => {
+        const whole = await serve([bytes]);
+        assert.equal(whole.internalError, undefined, 'no defect caught in the data handler');
+        assertSame(whole, await serve(split(bytes, at)), 'split');
+      }),
+      fuzzParams(200),
+    );
+  });
+
+  it('reports and writes the same fed byte by byte', async () => {
+    await fc.assert(
+      fc.asyncProperty(input, async (bytes) => {
+        const whole = await serve([bytes]);
+        const one = await serve(bytewise(bytes.subarray(0, 600)));
+        const cut = await serve([bytes.subarray(0, 600)]);
+        assert.equal(one.internalError, undefined);
+        assertSame(cut, one, 'byte by byte');
+        if (bytes.length <= 600) assertSame(whole, one, 'byte by byte');
+      }),
+      fuzzParams(30),
+    );
+  });
+
+  it('serves what node:http2 sends: every request, its body whole', async () => {
+    for (const bytes of nodeClientBytes) {
+      const r = await serve([bytes]);
+      const streams = r.log.filter((l) => l.startsWith('stream '));
+      assert.ok(streams.length >= 1, r.log.join('\n'));
+      for (const s of streams) assert.match(s, /:method\|POST/);
+      assert.equal(r.internalError, undefined);
+    }
+  });
+});
