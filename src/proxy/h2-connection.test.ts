@@ -616,7 +616,8 @@ describe('H2Connection against malformed and abusive peers', { timeout: 20_000 }
     c.headers(1, REQ);
     await c.until(() => queued.length === 1, 'the data waits');
     assert.equal(queued[0]?.length, 10);
-    assert.ok((queued[0]?.buffer.byteLength ?? 0) < 64 * 1024, 'not the 1 MiB it came from');
+    // A copy: in its own memory or node's shared pool (8 KiB on Node 20, 64 KiB from Node 22 on).
+    assert.ok((queued[0]?.buffer.byteLength ?? 0) < 256 * 1024, 'not the 1 MiB it came from');
   });
 
   it('after a graceful close, a slow reader still gets every byte buffered for it', async () => {

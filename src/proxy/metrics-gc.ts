@@ -73,8 +73,8 @@ export interface GcPausesAddon {
   read(out: Float64Array): void;
 }
 
-/** Where `npm run build:native` puts the addon, relative to this file both in `src/proxy` and `dist/proxy`. */
-export const GC_PAUSES_ADDON_PATH = fileURLToPath(new URL('../../native/build/Release/gc_pauses.node', import.meta.url));
+/** Where `npm run build:native` puts the addon for this Node's ABI, relative to this file in `src/proxy`, `dist/proxy` and `dist/bundle`. */
+export const GC_PAUSES_ADDON_PATH = fileURLToPath(new URL(`../../native/build/node-v${process.versions.modules}/gc_pauses.node`, import.meta.url));
 
 /** The addon, or why it cannot be used (not built, or it does not load: built for another Node). */
 export function loadGcPausesAddon(): GcPausesAddon | string {

@@ -130,8 +130,8 @@ describe('OriginalDstReader', () => {
 describe('originalDstAddonPath', () => {
   it('is a file path, decoded (a checkout under a directory with a space)', () => {
     assert.equal(
-      originalDstAddonPath('file:///home/me/my%20projects/ward/src/proxy/original-dst.ts'),
-      '/home/me/my projects/ward/native/build/Release/so_original_dst.node',
+      originalDstAddonPath('file:///home/me/my%20projects/ward/src/proxy/original-dst.ts', '137'),
+      '/home/me/my projects/ward/native/build/node-v137/so_original_dst.node',
     );
   });
 });

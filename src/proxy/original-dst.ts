@@ -16,9 +16,13 @@ import type { Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { errorMessage, MeshError } from '../shared/index.js';
 
-/** The path of the native addon for a module at `moduleUrl` in `src/proxy` or `dist/proxy` (a file path: spaces stay spaces). */
-export function originalDstAddonPath(moduleUrl: string): string {
-  return fileURLToPath(new URL('../../native/build/Release/so_original_dst.node', moduleUrl));
+/**
+ * The path of the native addon for a module at `moduleUrl` in `src/proxy`, `dist/proxy` or
+ * `dist/bundle` (a file path: spaces stay spaces), built for this Node's ABI (`abi`:
+ * `process.versions.modules`).
+ */
+export function originalDstAddonPath(moduleUrl: string, abi: string = process.versions.modules): string {
+  return fileURLToPath(new URL(`../../native/build/node-v${abi}/so_original_dst.node`, moduleUrl));
 }
 
 /** Where the native addon is built, relative to this file both in `src/proxy` and in `dist/proxy`. */
