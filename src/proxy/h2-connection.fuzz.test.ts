@@ -61,6 +61,21 @@ type Op =
   | { op: 'goaway' }
   | { op: 'unknown'; type: number; stream: number; bytes: Uint8Array };
 
+/** A well-formed request or response head first, so that most sequences get past their first stream. */
+const firstHead = fc.record({
+  op: fc.constant('headers' as const),
+  stream: fc.constant(1),
+  extra: fc.constant<[string, string][]>([]),
+  endStream: fc.boolean(),
+  pieces: fc.integer({ min: 1, max: 2 }),
+  padded: fc.constant(-1),
+  priority: fc.constant(false),
+  trailers: fc.constant(false),
+});
+/** Ops after a first head. */
+const opsAfterHead = (sender: 'client' | 'server'): fc.Arbitrary<Buffer> =>
+  fc.tuple(firstHead, fc.array(op, { minLength: 0, maxLength: 10 })).map(([head, rest]) => peerBytes([head, ...rest], sender));
+
 const streamRef = fc.integer({ min: 0, max: 4 }).map((k) => (k === 0 ? 0 : 2 * k - 1));
 const op: fc.Arbitrary<Op> = fc.oneof(
   {
@@ -131,10 +146,14 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   },
 );
 
-/** The client's bytes for `ops`: preface, SETTINGS, then each op's frames (header blocks through one encoder, in order). */
-function clientBytes(ops: readonly Op[]): Buffer {
+/**
+ * A peer's bytes for `ops`: a client's (preface, SETTINGS, requests) or a server's (SETTINGS,
+ * responses on the streams the client opened), then each op's frames; header blocks through one
+ * encoder, in order.
+ */
+function peerBytes(ops: readonly Op[], sender: 'client' | 'server' = 'client'): Buffer {
   const enc = new HpackEncoder();
-  const out: Buffer[] = [PREFACE, frame(0x4, 0, 0, Buffer.alloc(0))];
+  const out: Buffer[] = sender === 'client' ? [PREFACE, frame(0x4, 0, 0, Buffer.alloc(0))] : [frame(0x4, 0, 0, Buffer.alloc(0))];
   // Stream references are to streams opened so far (mostly the latest), or 0: new requests take the next id.
   let latest = 0;
   const ref = (k: number): number => (k === 0 ? 0 : Math.min(k, latest) || 1);
@@ -149,7 +168,11 @@ function clientBytes(ops: readonly Op[]): Buffer {
     } else if ('stream' in o) o = { ...o, stream: ref(o.stream) };
     switch (o.op) {
       case 'headers': {
-        const pairs = o.trailers ? [] : [':method', 'POST', ':scheme', 'http', ':path', `/s${o.stream}`, ':authority', 'a.test'];
+        const head =
+          sender === 'client'
+            ? [':method', 'POST', ':scheme', 'http', ':path', `/s${o.stream}`, ':authority', 'a.test']
+            : [':status', o.stream === 3 ? '103' : '200'];
+        const pairs = o.trailers ? [] : head;
         for (const [n, v] of o.extra) pairs.push(n, v);
         const w = new ByteWriter(64);
         enc.encode(w, pairs);
@@ -235,6 +258,58 @@ interface Run {
   readonly internalError: string | undefined;
 }
 
+/** Stream events logged, and the server's answer once a request ends. */
+function streamEvents(log: string[]): NonNullable<H2Stream['events']> {
+  return {
+    headers(s, b, end) {
+      log.push(`headers ${s.id} ${b.pairs.join('|')} ${end}`);
+    },
+    data(s, chunk, end) {
+      log.push(`data ${s.id} ${chunk.toString('latin1')} ${end}`);
+      s.consumed(chunk.length);
+      if (end) s.respond([':status', '200'], true);
+    },
+    closed(s, code, byPeer) {
+      log.push(`closed ${s.id} ${code} ${byPeer}`);
+    },
+  };
+}
+
+/** A client connection fed a server's `chunks`, with three requests open (one with a body). */
+async function request(chunks: readonly Buffer[]): Promise<Run> {
+  const socket = new MemorySocket();
+  socket.on('error', () => {});
+  const log: string[] = [];
+  let internalError: string | undefined;
+  const conn = new H2Connection(socket, {
+    role: 'client',
+    settingsTimeoutMs: 60_000,
+    onClose(code, reason) {
+      log.push(`close ${code}`);
+      if (code === H2_INTERNAL_ERROR || reason?.startsWith('internal error') === true) internalError = reason ?? 'internal error';
+    },
+  });
+  for (let i = 0; i < 3; i++) {
+    const s = conn.request([':method', i === 1 ? 'POST' : 'GET', ':scheme', 'http', ':path', `/c${i}`, ':authority', 'a.test'], i !== 1);
+    if (s === undefined) continue;
+    s.events = streamEvents(log);
+    if (i === 1) {
+      s.write(Buffer.from('request body'));
+      s.end();
+    }
+  }
+  for (const c of chunks) {
+    if (socket.destroyed) break;
+    socket.push(c);
+    await new Promise((r) => setImmediate(r));
+  }
+  for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+  const written = Buffer.concat(socket.written);
+  conn.destroy();
+  socket.destroy();
+  return { log, written, internalError };
+}
+
 async function serve(chunks: readonly Buffer[]): Promise<Run> {
   const socket = new MemorySocket();
   socket.on('error', () => {});
@@ -245,19 +320,7 @@ async function serve(chunks: readonly Buffer[]): Promise<Run> {
     idleTimeoutMs: 0,
     onStream(stream: H2Stream, block) {
       log.push(`stream ${stream.id} ${block.pairs.join('|')}`);
-      stream.events = {
-        headers(s, b, end) {
-          log.push(`headers ${s.id} ${b.pairs.join('|')} ${end}`);
-        },
-        data(s, chunk, end) {
-          log.push(`data ${s.id} ${chunk.toString('latin1')} ${end}`);
-          s.consumed(chunk.length);
-          if (end) s.respond([':status', '200'], true);
-        },
-        closed(s, code, byPeer) {
-          log.push(`closed ${s.id} ${code} ${byPeer}`);
-        },
-      };
+      stream.events = streamEvents(log);
       if (stream.remoteEnded) stream.respond([':status', '204'], true);
     },
     onClose(code, reason) {
@@ -323,7 +386,10 @@ before(async () => {
 });
 
 describe('h2 connection fuzz: the server side on arbitrary client bytes', () => {
-  const generated = fc.array(op, { minLength: 1, maxLength: 10 }).map(clientBytes);
+  const generated = fc.oneof(
+    opsAfterHead('client'),
+    fc.array(op, { minLength: 1, maxLength: 10 }).map((ops) => peerBytes(ops)),
+  );
   const input = fc.oneof(
     generated,
     fc.tuple(generated, fc.array(mutation, { minLength: 1, maxLength: 3 })).map(([b, ms]) => mutate(b, ms)),
@@ -366,5 +432,29 @@ describe('h2 connection fuzz: the server side on arbitrary client bytes', () => 
       for (const s of streams) assert.match(s, /:method\|POST/);
       assert.equal(r.internalError, undefined);
     }
+  });
+});
+
+describe('h2 connection fuzz: the client side on arbitrary server bytes', () => {
+  const generated = fc.oneof(
+    opsAfterHead('server'),
+    fc.array(op, { minLength: 1, maxLength: 10 }).map((ops) => peerBytes(ops, 'server')),
+  );
+  const input = fc.oneof(
+    generated,
+    fc.tuple(generated, fc.array(mutation, { minLength: 1, maxLength: 3 })).map(([b, ms]) => mutate(b, ms)),
+    fc.uint8Array({ maxLength: 64 }).map((b) => Buffer.concat([frame(0x4, 0, 0, Buffer.alloc(0)), b])),
+  );
+
+  it('never fails with an internal error, and reports and writes the same however the bytes are split', async () => {
+    await fc.assert(
+      fc.asyncProperty(input, cuts, async (bytes, at) => {
+        const whole = await request([bytes]);
+        assert.equal(whole.internalError, undefined, 'no defect caught in the data handler');
+        assertSame(whole, await request(split(bytes, at)), 'split');
+        if (bytes.length <= 400) assertSame(whole, await request(bytewise(bytes)), 'byte by byte');
+      }),
+      fuzzParams(200),
+    );
   });
 });
