@@ -16,7 +16,8 @@
  *   port (with the mesh ALPN there).
  * - `opaque-held` (9): plaintext to the opaque port, one byte each, then silence.
  *
- * The attacker is its own process (bench/attack-client.ts), from its own loopback address. During
+ * The attacker is its own process (bench/attack-client.ts), from its own loopback address, and
+ * the attacked apps run in another process than the healthy client's (bench/mesh-apps.ts twice). During
  * the attack window (opening for at most {@link OPEN_MS}, holding until {@link HOLD_MS} after the
  * start, closing, {@link WINDOW_TAIL_MS} more) the healthy client sends HTTP/1 GETs at
  * {@link HEALTHY_RPS} through the outbound proxy and mesh TLS to the HTTP/1 port, open loop
@@ -206,6 +207,29 @@ function brkHeapMb(pid: number): number {
   }
 }
 
+/** Machine-wide TCP counters (`/proc/net/snmp`, `/proc/net/netstat`): retransmissions, SYN retries, accept queue overflows. */
+const KERNEL_TCP_COUNTERS = ['RetransSegs', 'TCPSynRetrans', 'TCPTimeouts', 'ListenOverflows', 'ListenDrops'] as const;
+
+function kernelTcpCounters(): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const file of ['/proc/net/snmp', '/proc/net/netstat']) {
+    let lines: string[];
+    try {
+      lines = readFileSync(file, 'utf8').split('\n');
+    } catch {
+      continue;
+    }
+    for (let i = 0; i + 1 < lines.length; i += 2) {
+      const names = (lines[i] as string).split(' ');
+      const values = (lines[i + 1] as string).split(' ');
+      names.forEach((n, j) => {
+        if ((KERNEL_TCP_COUNTERS as readonly string[]).includes(n)) out.set(n, Number(values[j]));
+      });
+    }
+  }
+  return out;
+}
+
 function openFds(pid: number): number {
   try {
     return readdirSync(`/proc/${pid}/fd`).length;
@@ -285,8 +309,10 @@ async function startAttacker(opts: AttackOptions): Promise<Attacker> {
  * `client` noting each request's latency from its actual send into the 5 s bucket of the attack
  * (from `startedAt()`) it ended in: where in the attack the slow ones were.
  */
-function bucketed(client: LoadClient, startedAt: () => number): { client: LoadClient; maxMsEvery5s(): number[] } {
+function bucketed(client: LoadClient, startedAt: () => number): { client: LoadClient; maxMsEvery5s(): number[]; slowest(): string } {
   const max: number[] = [];
+  /** [latency, send offset from the attack's start] of the slowest requests, slowest first. */
+  const slow: [number, number][] = [];
   const note = (t0: number): void => {
     const now = performance.now();
     const from = startedAt();
@@ -294,6 +320,9 @@ function bucketed(client: LoadClient, startedAt: () => number): { client: LoadCl
     const i = Math.floor((now - from) / 5000);
     for (let j = max.length; j <= i; j++) max.push(0);
     max[i] = Math.max(max[i] as number, now - t0);
+    slow.push([now - t0, t0 - from]);
+    slow.sort((a, b) => b[0] - a[0]);
+    slow.length = Math.min(slow.length, 5);
   };
   return {
     client: {
@@ -304,18 +333,27 @@ function bucketed(client: LoadClient, startedAt: () => number): { client: LoadCl
       close: () => client.close(),
     },
     maxMsEvery5s: () => max.map((v) => Math.round(v)),
+    slowest: () => slow.map(([ms, at]) => `${Math.round(ms)}@${(at / 1000).toFixed(2)}s`).join(' '),
   };
 }
 
 async function runAttack(attack: Attack, dir: string): Promise<BenchResult> {
+  // Two app processes: the healthy client's HTTP/1 app apart from the attacked gRPC and TCP
+  // apps, so the attacked app's own work (accepting and closing thousands of connections) does
+  // not stall the healthy requests and count against the proxy.
   const apps = await startApps();
+  const attackedApps = await startApps().catch(async (e: unknown) => {
+    await stopApps(attackedApps);
+    await stopApps(apps);
+    throw e;
+  });
   let mesh: WardMesh | undefined;
   let attacker: Attacker | undefined;
   const client = { current: undefined as ReturnType<typeof http1Client> | undefined };
   try {
     mkdirSync(join(dir, 'manifests'), { recursive: true });
     writeFileSync(join(dir, 'manifests', 'attack.yaml'), OPEN_PORTS_MANIFEST);
-    mesh = await startWardMesh(dir, apps.ports);
+    mesh = await startWardMesh(dir, { http1: apps.ports.http1, grpc: attackedApps.ports.grpc, tcp: attackedApps.ports.tcp });
     const readyAt = performance.now();
     const ports = inboundPorts(mesh);
     const port = attack.target === 'mesh' ? ports.mesh : ports.pod.get(attack.target);
@@ -348,6 +386,8 @@ async function runAttack(attack: Attack, dir: string): Promise<BenchResult> {
     const errorsBefore = await errorCounts(adminPort);
     let sampler: ReturnType<typeof sampleProcess> | undefined;
     let attackStartedAt = 0;
+    let kernelBefore = new Map<string, number>();
+    let kernelAfter = new Map<string, number>();
     const a = attacker;
     const timed = bucketed(healthy, () => attackStartedAt);
     const stats = await runFixedRate(timed.client, {
@@ -356,11 +396,14 @@ async function runAttack(attack: Attack, dir: string): Promise<BenchResult> {
       measureMs: HOLD_MS + WINDOW_TAIL_MS,
       hooks: {
         start: () => {
+          kernelBefore = kernelTcpCounters();
           sampler = sampleProcess(pid);
           attackStartedAt = performance.now();
           a.go();
         },
-        stop: () => {},
+        stop: () => {
+          kernelAfter = kernelTcpCounters();
+        },
       },
     });
     const report = await a.report;
@@ -403,6 +446,8 @@ async function runAttack(attack: Attack, dir: string): Promise<BenchResult> {
       healthyErrors: stats.errors,
       healthyLagP99Ms: round(stats.lagP99Ms, 2),
       healthyMaxMsEvery5s: timed.maxMsEvery5s().join(' '),
+      healthySlowest: timed.slowest(),
+      kernelTcp: KERNEL_TCP_COUNTERS.map((k) => `${k}:${(kernelAfter.get(k) ?? 0) - (kernelBefore.get(k) ?? 0)}`).join(','),
       shedUnfinished: shed,
       shedOrRefusedAtLimit: limited,
       proxyErrors,
@@ -426,6 +471,7 @@ async function runAttack(attack: Attack, dir: string): Promise<BenchResult> {
     attacker?.kill();
     client.current?.close();
     await mesh?.stop();
+    await stopApps(attackedApps);
     await stopApps(apps);
   }
 }
