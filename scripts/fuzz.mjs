@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Runs the protocol fuzz tests (src/**/*.fuzz.test.ts) long: each property until its time is up
 // (WARD_FUZZ_TIME_MS, default 15 s) instead of the few dozen to few hundred runs `npm test` gives
-// it. About 25 properties, one file at a time: some 6-7 minutes in all. Pass path substrings to
+// it. 17 such properties, one file at a time: some 4-5 minutes in all. Pass path substrings to
 // fuzz only some files (`npm run fuzz -- hpack`); WARD_FUZZ_SEED=<seed> replays a failure.
 import { spawnSync } from 'node:child_process';
 

@@ -406,7 +406,7 @@ describe('h2 connection fuzz: the server side on arbitrary client bytes', () => 
         assert.equal(whole.internalError, undefined, 'no defect caught in the data handler');
         assertSame(whole, await serve(split(bytes, at)), 'split');
       }),
-      fuzzParams(200),
+      fuzzParams(400),
     );
   });
 
@@ -420,7 +420,7 @@ describe('h2 connection fuzz: the server side on arbitrary client bytes', () => 
         assertSame(cut, one, 'byte by byte');
         if (bytes.length <= 600) assertSame(whole, one, 'byte by byte');
       }),
-      fuzzParams(30),
+      fuzzParams(60),
     );
   });
 
@@ -454,7 +454,7 @@ describe('h2 connection fuzz: the client side on arbitrary server bytes', () => 
         assertSame(whole, await request(split(bytes, at)), 'split');
         if (bytes.length <= 400) assertSame(whole, await request(bytewise(bytes)), 'byte by byte');
       }),
-      fuzzParams(200),
+      fuzzParams(400),
     );
   });
 });

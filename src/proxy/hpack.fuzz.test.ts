@@ -343,7 +343,7 @@ describe('hpack fuzz: nghttp2 (node:http2) as the reference', () => {
           for (const n of sensitive) assert.ok(r.sensitive?.includes(n), `${n} kept its never-indexed mark`);
         }
       }),
-      fuzzParams(25),
+      fuzzParams(50),
     );
   });
 
@@ -354,7 +354,7 @@ describe('hpack fuzz: nghttp2 (node:http2) as the reference', () => {
         const seen = await nghttp2Decoded(tableSize, lists);
         assert.deepEqual(seen, lists);
       }),
-      fuzzParams(25),
+      fuzzParams(50),
     );
   });
 });

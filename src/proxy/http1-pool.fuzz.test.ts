@@ -228,7 +228,7 @@ describe('http1 pool fuzz: an upstream sending arbitrary bytes', () => {
           }
         },
       ),
-      fuzzParams(150),
+      fuzzParams(300),
     );
   });
 });

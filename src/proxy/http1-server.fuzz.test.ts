@@ -415,7 +415,7 @@ describe('http1 server fuzz: node http.Server (llhttp) as the reference', () => 
         assertAgrees(pieces, node);
         if (whole.errors.length === 0 && pieces.errors.length === 0) assert.deepEqual(pieces.requests, whole.requests, 'split input');
       }),
-      fuzzParams(150),
+      fuzzParams(400),
     );
   });
 
@@ -432,7 +432,7 @@ describe('http1 server fuzz: node http.Server (llhttp) as the reference', () => 
           answerLater = false;
         }
       }),
-      fuzzParams(30),
+      fuzzParams(80),
     );
   });
 });

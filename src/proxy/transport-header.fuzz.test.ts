@@ -108,7 +108,7 @@ describe('transport header fuzz: protobufjs as the reference', () => {
         const bytes = Uint8Array.from(fields.flatMap((f) => f.bytes));
         // The model: the last port and name win; the session protocol is its one member, if any.
         let port = 0;
-        let name = new Uint8Array(0);
+        let name: Uint8Array = new Uint8Array(0);
         let session: Session;
         for (const f of fields) {
           if (f.port !== undefined) port = f.port;
@@ -157,7 +157,10 @@ describe('transport header fuzz: mutated input', () => {
     name: fc.option(fc.stringMatching(/^[a-z]([a-z0-9-]{0,10}[a-z0-9])?(\.[a-z]{1,5}){0,2}$/), { nil: undefined }),
     sessionProtocol: fc.option(fc.constantFrom('http1' as const, 'http2' as const), { nil: undefined }),
   });
-  const valid = header.map((h) => new Uint8Array(encodeTransportHeader(h)));
+  const valid = header.map(
+    ({ port, name, sessionProtocol }) =>
+      new Uint8Array(encodeTransportHeader({ port, ...(name === undefined ? {} : { name }), ...(sessionProtocol === undefined ? {} : { sessionProtocol }) })),
+  );
   const withGroups = fc
     .tuple(message, fc.array(unknownField(4, true), { maxLength: 3 }))
     .map(([fields, unknown]) => new Uint8Array(framed(Uint8Array.from([...fields.flatMap((f) => f.bytes), ...unknown.flat()]))));
