@@ -8,9 +8,11 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { once } from 'node:events';
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { type AddressInfo, createServer as createNetServer, connect as netConnect } from 'node:net';
 import { Duplex } from 'node:stream';
-import { after, describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
 import { cuts, fuzzParams, latin1, mutate, mutation, split } from './fuzz-test-helpers.js';
 import { Http1Server, type Http1ServerRequest, type Http1ServerResponse } from './http1-server.js';
@@ -66,12 +68,20 @@ interface Seen {
   readonly last?: boolean;
 }
 
+/** What a connection's socket saw from the server. */
+interface SocketState {
+  readonly output: string;
+  /** The server ended its side. */
+  readonly ended: boolean;
+  readonly destroyed: boolean;
+}
+
 /** What a server made of one connection's bytes. */
 interface Outcome {
   readonly requests: Seen[];
   /** The parse error node reported, or the client error ward reported (code and the status it answered). */
   errors: string[];
-  socket: MemorySocket;
+  socket: SocketState;
 }
 
 function readBody(body: NodeJS.ReadableStream, seen: Seen, done: () => void): void {
@@ -91,40 +101,40 @@ function readBody(body: NodeJS.ReadableStream, seen: Seen, done: () => void): vo
 // --- node's http.Server, the reference
 
 const nodeServer = createHttpServer({ requireHostHeader: false });
-let nodeOutcome: Outcome | undefined;
+/** Each connection reports into its own outcome (a late event of an earlier one must not leak into the next). */
+const outcomeOf = new WeakMap<object, Outcome>();
 // node answers an expectation other than 100-continue with 417 itself (RFC 9110 allows, does not
 // require it; ward leaves it to the application): both serve such a request here.
 nodeServer.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => nodeServer.emit('request', req, res));
 nodeServer.on('request', (req: IncomingMessage, res: ServerResponse) => {
   const seen: Seen = { method: req.method ?? '', url: req.url ?? '', rawHeaders: req.rawHeaders, body: 'open' };
-  nodeOutcome?.requests.push(seen);
+  outcomeOf.get(req.socket)?.requests.push(seen);
   req.on('aborted', () => {
     seen.body = 'failed';
   });
   readBody(req, seen, () => res.end());
 });
 nodeServer.on('connect', (req: IncomingMessage, socket: Duplex) => {
-  nodeOutcome?.requests.push({ method: req.method ?? '', url: req.url ?? '', rawHeaders: req.rawHeaders, body: '' });
+  outcomeOf.get(socket)?.requests.push({ method: req.method ?? '', url: req.url ?? '', rawHeaders: req.rawHeaders, body: '' });
   socket.destroy();
 });
 nodeServer.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
-  nodeOutcome?.errors.push(err.code ?? 'unknown');
+  outcomeOf.get(socket)?.errors.push(err.code ?? 'unknown');
   socket.destroy();
 });
 
 // --- ward's Http1Server
 
-let wardOutcome: Outcome | undefined;
 /** Answer each request a turn later, as a proxy waiting on its upstream does. */
 let answerLater = false;
-const wardServer = new Http1Server<undefined>({
+const wardServer = new Http1Server<Outcome>({
   maxHeaderBytes: 16 * 1024,
   headersTimeoutMs: 60_000,
   keepAliveTimeoutMs: 60_000,
   events: {
-    request(req: Http1ServerRequest, res: Http1ServerResponse) {
+    request(req: Http1ServerRequest, res: Http1ServerResponse, outcome) {
       const seen: Seen = { method: req.method, url: req.url, rawHeaders: req.rawHeaders, body: 'open', last: req.upgrade || !res.keepAlive };
-      wardOutcome?.requests.push(seen);
+      outcome.requests.push(seen);
       // As node's server does for a request that expects it (no `checkContinue` listener).
       if (req.expectsContinue) res.writeContinue();
       const respond = (): void => {
@@ -140,22 +150,39 @@ const wardServer = new Http1Server<undefined>({
         respond();
       } else readBody(req.body, seen, respond);
     },
-    connect(req, socket) {
-      wardOutcome?.requests.push({ method: req.method, url: req.url, rawHeaders: req.rawHeaders, body: '', last: true });
+    connect(req, socket, _head, outcome) {
+      outcome.requests.push({ method: req.method, url: req.url, rawHeaders: req.rawHeaders, body: '', last: true });
       socket.destroy();
     },
-    clientError(code, status) {
-      wardOutcome?.errors.push(`${code} ${status ?? '-'}`);
+    clientError(code, status, outcome) {
+      outcome.errors.push(`${code} ${status ?? '-'}`);
     },
-    failed(err) {
-      wardOutcome?.errors.push(`failed ${String(err)}`);
+    failed(err, outcome) {
+      outcome.errors.push(`failed ${String(err)}`);
     },
   },
+});
+
+// The same server over real TCP sockets on loopback.
+/** The outcome the next TCP connection reports into (one connection at a time). */
+let nextTcpOutcome: Outcome | undefined;
+const tcpServer = createNetServer((socket) => {
+  const outcome = nextTcpOutcome;
+  nextTcpOutcome = undefined;
+  if (outcome === undefined) socket.destroy();
+  else wardServer.serve(socket, outcome);
+});
+let tcpPort = 0;
+before(async () => {
+  tcpServer.listen(0, '127.0.0.1');
+  await once(tcpServer, 'listening');
+  tcpPort = (tcpServer.address() as AddressInfo).port;
 });
 
 after(() => {
   wardServer.close();
   nodeServer.close();
+  tcpServer.close();
 });
 
 /** Turns of the event loop until nothing changes for a few in a row (both servers only wait on in-memory I/O). */
@@ -164,19 +191,18 @@ async function settle(outcome: Outcome): Promise<void> {
   let last = '';
   for (let turn = 0; turn < 500 && quiet < 4; turn++) {
     await new Promise((r) => setImmediate(r));
-    const state = `${outcome.requests.length}|${outcome.requests.map((s) => s.body).join('|')}|${outcome.errors.length}|${outcome.socket.written.length}|${outcome.socket.destroyed}`;
+    const state = `${outcome.requests.length}|${outcome.requests.map((s) => s.body).join('|')}|${outcome.errors.length}|${outcome.socket.output.length}|${outcome.socket.destroyed}`;
     quiet = state === last ? quiet + 1 : 0;
     last = state;
   }
 }
 
 /** Feeds `chunks` to a fresh connection of `serve` and waits for the server to settle. */
-async function run(serve: (socket: MemorySocket) => void, chunks: readonly Buffer[], set: (o: Outcome | undefined) => void): Promise<Outcome> {
+async function run(serve: (socket: MemorySocket, outcome: Outcome) => void, chunks: readonly Buffer[]): Promise<Outcome> {
   const socket = new MemorySocket();
   const outcome: Outcome = { requests: [], errors: [], socket };
-  set(outcome);
   try {
-    serve(socket);
+    serve(socket, outcome);
     for (const c of chunks) {
       if (socket.destroyed) break;
       socket.push(c);
@@ -184,25 +210,70 @@ async function run(serve: (socket: MemorySocket) => void, chunks: readonly Buffe
     }
     await settle(outcome);
     // A snapshot: closing the socket below fails what is still open, a tick later.
-    return { requests: outcome.requests.map((r) => ({ ...r })), errors: [...outcome.errors], socket };
+    const state: SocketState = { output: socket.output, ended: socket.ended, destroyed: socket.destroyed };
+    return { requests: outcome.requests.map((r) => ({ ...r })), errors: [...outcome.errors], socket: state };
   } finally {
-    set(undefined);
     socket.destroy();
   }
 }
 
 const viaNode = (chunks: readonly Buffer[]) =>
-  run(
-    (s) => nodeServer.emit('connection', s),
-    chunks,
-    (o) => (nodeOutcome = o),
-  );
-const viaWard = (chunks: readonly Buffer[]) =>
-  run(
-    (s) => wardServer.serve(s, undefined),
-    chunks,
-    (o) => (wardOutcome = o),
-  );
+  run((s, outcome) => {
+    outcomeOf.set(s, outcome);
+    nodeServer.emit('connection', s);
+  }, chunks);
+const viaWard = (chunks: readonly Buffer[]) => run((s, outcome) => wardServer.serve(s, outcome), chunks);
+
+const statuses = (text: string): string[] => [...text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => m[1] as string);
+
+/**
+ * Feeds `chunks` to ward over a TCP connection on loopback and waits until it has done what it
+ * did over the in-memory socket (`like`): as many requests, bodies ended as there, as many answers, and
+ * the connection closed if it was closed there; within 5 s, else the run fails as a hang.
+ */
+async function viaWardTcp(chunks: readonly Buffer[], like: Outcome): Promise<Outcome> {
+  const outcome: Outcome = { requests: [], errors: [], socket: { output: '', ended: false, destroyed: false } };
+  nextTcpOutcome = outcome;
+  const client = netConnect({ port: tcpPort, host: '127.0.0.1', allowHalfOpen: true });
+  let text = '';
+  let closed = false;
+  client.on('data', (d: Buffer) => {
+    text += d.toString('latin1');
+  });
+  client.on('end', () => {
+    closed = true;
+  });
+  client.on('close', () => {
+    closed = true;
+  });
+  client.on('error', () => {});
+  try {
+    await once(client, 'connect');
+    for (const c of chunks) {
+      client.write(c);
+      await new Promise((r) => setImmediate(r));
+    }
+    const wantClosed = like.socket.ended || like.socket.destroyed;
+    const wantAnswers = statuses(like.socket.output).length;
+    const failed = like.errors.length > 0;
+    const deadline = Date.now() + 5000;
+    const done = (): boolean =>
+      failed
+        ? closed
+        : outcome.requests.length >= like.requests.length &&
+          outcome.requests.every((r, i) => r.body !== 'open' || like.requests[i]?.body === 'open') &&
+          statuses(text).length >= wantAnswers &&
+          (!wantClosed || closed);
+    while (!done()) {
+      assert.ok(Date.now() < deadline, `over TCP, ${outcome.requests.length} requests and ${statuses(text).length} answers after 5 s`);
+      await new Promise((r) => setTimeout(r, 2));
+    }
+    for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+    return { requests: outcome.requests.map((r) => ({ ...r })), errors: [...outcome.errors], socket: { output: text, ended: closed, destroyed: closed } };
+  } finally {
+    client.destroy();
+  }
+}
 
 const strip = (s: Seen) => ({ method: s.method, url: s.url, rawHeaders: s.rawHeaders });
 /** Bodies both sides read to their end are the same (node may report a body it read whole as aborted when the connection fails next). */
@@ -416,6 +487,24 @@ describe('http1 server fuzz: node http.Server (llhttp) as the reference', () => 
         if (whole.errors.length === 0 && pieces.errors.length === 0) assert.deepEqual(pieces.requests, whole.requests, 'split input');
       }),
       fuzzParams(400),
+    );
+  });
+
+  it('serves over TCP as over an in-memory socket, and settles', async () => {
+    await fc.assert(
+      fc.asyncProperty(input, cuts, async (bytes, at) => {
+        const chunks = split(bytes, at);
+        const memory = await viaWard(chunks);
+        const tcp = await viaWardTcp(chunks, memory);
+        if (memory.errors.length === 0 && tcp.errors.length === 0) {
+          assert.deepEqual(tcp.requests, memory.requests);
+          assert.deepEqual(statuses(tcp.socket.output), statuses(memory.socket.output), 'the same answers');
+        } else {
+          // How far it got before an error depends on how the bytes arrived: node decides.
+          assertAgrees(tcp, await viaNode([bytes]));
+        }
+      }),
+      fuzzParams(100),
     );
   });
 
