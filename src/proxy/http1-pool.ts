@@ -12,7 +12,7 @@
  *   goes as is, any other is sent chunked; a request with no body whose method normally carries
  *   one gets `content-length: 0`; a request without `Host` gets the pool's authority.
  * - **Responses**: 1xx are skipped; a response to HEAD has no body; a parse error, a connection
- *   closed mid-response, a 101 or bytes the request did not ask for fail the exchange and the
+ *   closed mid-response, a status below 100, a 101 or bytes the request did not ask for fail the exchange and the
  *   connection (a server that answers more than it was asked is not trusted with another
  *   request). Backpressure both ways: the body's `onData` returning false pauses the
  *   connection until `resume()`; the request body pauses while the connection is full.
@@ -337,6 +337,12 @@ class Connection {
     const ex = this.exchange;
     if (ex === undefined || ex.settled) {
       this.spent = true;
+      return true;
+    }
+    // Below 100 is no status at all (llhttp takes any three digits): not informational, not a
+    // response; what follows it cannot be trusted to be the answer either.
+    if (status < 100) {
+      this.abort(ex, new MeshError('ERR_HTTP1_BAD_STATUS', `the upstream answered with status ${status}`));
       return true;
     }
     // 1xx (100, 102, 103): informational, not the response.
