@@ -153,13 +153,18 @@ describe('h2spec --strict against the inbound HTTP/2 server', { skip, timeout: 3
     reportDir = dirs.make('ward-h2spec-');
     const mesh = await mkTestMesh(dirs);
     const [proxyCert, clientCert] = await Promise.all([mesh.issue('emojivoto', 'web'), mesh.issue('emojivoto', 'vote-bot')]);
-    // Every request gets a small body: h2spec's flow-control cases wait for DATA.
+    // Every request gets a small body (h2spec's flow-control cases wait for DATA), once the request
+    // has ended: an answer before it would race the invalid frames a case sends after its HEADERS
+    // (the proxy may then have closed the stream with NO_ERROR, RFC 9113 §8.1, and ignore them).
     app = createHttp2Server();
     app.on('stream', (stream) => {
       stream.on('error', () => {});
       stream.resume();
-      stream.respond({ ':status': 200, 'content-type': 'text/plain' });
-      stream.end('conformance\n'.repeat(16));
+      stream.on('end', () => {
+        if (stream.destroyed || stream.closed) return;
+        stream.respond({ ':status': 200, 'content-type': 'text/plain' });
+        stream.end('conformance\n'.repeat(16));
+      });
     });
     const appPort = await listen(app);
     const policies = new FakePolicies();
