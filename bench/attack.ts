@@ -31,7 +31,13 @@
  * `inbound_http_errors_total` increments over the run (`shedUnfinished`, `shedOrRefusedAtLimit`:
  * the connection-limit reasons), the attacker's view (`opened`, `failed`, `closedByProxy`,
  * `openAtHoldEnd`), and `healthyMaxMsEvery5s`, the healthy client's slowest request (from its
- * actual send) in each 5 s of the attack: where the p99 came from.
+ * actual send) in each 5 s of the attack, and its five slowest and failed requests with their send
+ * time from the attack's start: where the p99 and the errors came from. `kernelTcp` counts the
+ * machine's TCP retransmissions, SYN retries and accept queue overflows over the window,
+ * `machineBusyPct` the machine's busy CPU then and `otherCpuPct` the part of it outside the bench's
+ * processes (percent of one core; kernel work on their behalf counts as other): on a small
+ * shared machine the attack's own close (the attacker, the attacked apps and the kernel tearing
+ * down thousands of loopback connections) can leave the healthy path no CPU for a moment.
  *
  * Targets per attack: `peakRssMb` < {@link TARGET_PEAK_RSS_MB}, `afterRssMb` within
  * {@link TARGET_AFTER_RATIO} of idle, 0 healthy errors, healthy p99 < {@link TARGET_P99_MS} ms.
@@ -51,7 +57,7 @@ import type { AttackOptions, AttackReport } from './attack-client.js';
 import type { BenchResult } from './harness.js';
 import { log, round, startApps, stopApps } from './mesh.js';
 import { http1Client, type LoadClient, quantile, runFixedRate } from './mesh-load.js';
-import { rssMb } from './mesh-proc.js';
+import { cpuSeconds, rssMb } from './mesh-proc.js';
 import { SERVER_ID, SERVICE_AUTHORITY, startWardMesh, type WardMesh } from './mesh-ward.js';
 
 const HOST = '127.0.0.1';
@@ -69,6 +75,8 @@ const AFTER_MS = 30_000;
 /** How long a fresh mesh sits before its idle RSS is read (V8's memory reducer and heap-settle run by then: see bench/mesh.ts). */
 const IDLE_SETTLE_MS = 15_000;
 const SAMPLE_MS = 250;
+/** Clock ticks per second of `/proc/stat` (USER_HZ, 100 on Linux). */
+const CLK_TCK = 100;
 const FD_SAMPLE_MS = 1000;
 const CONCURRENCY = 256;
 const TARGET_PEAK_RSS_MB = 200;
@@ -230,6 +238,17 @@ function kernelTcpCounters(): Map<string, number> {
   return out;
 }
 
+/** The machine's [busy, total] CPU ticks so far (`/proc/stat`; busy: all but idle and iowait). */
+function machineTicks(): [number, number] {
+  try {
+    const f = (readFileSync('/proc/stat', 'utf8').split('\n', 1)[0] ?? '').trim().split(/\s+/).slice(1, 9).map(Number);
+    const total = f.reduce((a, b) => a + b, 0);
+    return [total - (f[3] ?? 0) - (f[4] ?? 0), total];
+  } catch {
+    return [Number.NaN, Number.NaN];
+  }
+}
+
 function openFds(pid: number): number {
   try {
     return readdirSync(`/proc/${pid}/fd`).length;
@@ -247,10 +266,10 @@ function sampleProcess(pid: number): { stop(): { peakRssMb: number; peakFds: num
     const v = rssMb(pid);
     timeline.push(v);
     if (v > peakRssMb) peakRssMb = v;
-  }, SAMPLE_MS);
+  }, SAMPLE_MS).unref();
   const fds = setInterval(() => {
     peakFds = Math.max(peakFds, openFds(pid));
-  }, FD_SAMPLE_MS);
+  }, FD_SAMPLE_MS).unref();
   return {
     stop: () => {
       clearInterval(rss);
@@ -263,6 +282,7 @@ function sampleProcess(pid: number): { stop(): { peakRssMb: number; peakFds: num
 // === the attacker ===
 
 interface Attacker {
+  readonly pid: number;
   go(): void;
   readonly report: Promise<AttackReport>;
   kill(): void;
@@ -295,6 +315,7 @@ async function startAttacker(opts: AttackOptions): Promise<Attacker> {
   const report = nextLine().then((l) => JSON.parse(l) as AttackReport);
   report.catch(() => {});
   return {
+    pid: child.pid ?? 0,
     go: () => child.stdin.write('go\n'),
     report,
     kill: () => {
@@ -309,8 +330,9 @@ async function startAttacker(opts: AttackOptions): Promise<Attacker> {
  * `client` noting each request's latency from its actual send into the 5 s bucket of the attack
  * (from `startedAt()`) it ended in: where in the attack the slow ones were.
  */
-function bucketed(client: LoadClient, startedAt: () => number): { client: LoadClient; maxMsEvery5s(): number[]; slowest(): string } {
+function bucketed(client: LoadClient, startedAt: () => number): { client: LoadClient; maxMsEvery5s(): number[]; slowest(): string; errors(): string } {
   const max: number[] = [];
+  const errors = new Map<string, number>();
   /** [latency, send offset from the attack's start] of the slowest requests, slowest first. */
   const slow: [number, number][] = [];
   const note = (t0: number): void => {
@@ -328,12 +350,20 @@ function bucketed(client: LoadClient, startedAt: () => number): { client: LoadCl
     client: {
       request: () => {
         const t0 = performance.now();
-        return client.request().finally(() => note(t0));
+        return client
+          .request()
+          .catch((e: unknown) => {
+            const key = `${(e as NodeJS.ErrnoException).code ?? (e instanceof Error ? e.message : String(e))}@${((t0 - startedAt()) / 1000).toFixed(1)}s`;
+            errors.set(key, (errors.get(key) ?? 0) + 1);
+            throw e;
+          })
+          .finally(() => note(t0));
       },
       close: () => client.close(),
     },
     maxMsEvery5s: () => max.map((v) => Math.round(v)),
     slowest: () => slow.map(([ms, at]) => `${Math.round(ms)}@${(at / 1000).toFixed(2)}s`).join(' '),
+    errors: () => [...errors].map(([k, n]) => `${n}x${k}`).join(' '),
   };
 }
 
@@ -387,6 +417,21 @@ async function runAttack(attack: Attack, dir: string): Promise<BenchResult> {
     let sampler: ReturnType<typeof sampleProcess> | undefined;
     let attackStartedAt = 0;
     let kernelBefore = new Map<string, number>();
+    let machine0: [number, number] = [0, 0];
+    let benchCpu0: number[] = [];
+    // The last CPU time read of each: the attacker exits before the window ends.
+    let benchCpuLast: number[] = [];
+    let benchCpuTimer: NodeJS.Timeout | undefined;
+    const noteBenchCpu = (): void => {
+      benchPids.forEach((p, i) => {
+        const v = cpuSeconds(p);
+        if (Number.isFinite(v)) benchCpuLast[i] = v;
+      });
+    };
+    let window0 = 0;
+    let machineBusyPct = Number.NaN;
+    let benchCpuPct = Number.NaN;
+    const benchPids = [process.pid, mesh.controller.pid, mesh.outbound.pid, pid, attacker.pid, apps.child.pid ?? 0, attackedApps.child.pid ?? 0];
     let kernelAfter = new Map<string, number>();
     const a = attacker;
     const timed = bucketed(healthy, () => attackStartedAt);
@@ -396,6 +441,11 @@ async function runAttack(attack: Attack, dir: string): Promise<BenchResult> {
       measureMs: HOLD_MS + WINDOW_TAIL_MS,
       hooks: {
         start: () => {
+          machine0 = machineTicks();
+          benchCpu0 = benchPids.map(cpuSeconds);
+          benchCpuLast = [...benchCpu0];
+          benchCpuTimer = setInterval(noteBenchCpu, FD_SAMPLE_MS).unref();
+          window0 = performance.now();
           kernelBefore = kernelTcpCounters();
           sampler = sampleProcess(pid);
           attackStartedAt = performance.now();
@@ -403,6 +453,13 @@ async function runAttack(attack: Attack, dir: string): Promise<BenchResult> {
         },
         stop: () => {
           kernelAfter = kernelTcpCounters();
+          const [busy, total] = machineTicks();
+          const cores = (total - machine0[1]) / ((CLK_TCK * (performance.now() - window0)) / 1000);
+          machineBusyPct = ((busy - machine0[0]) / (total - machine0[1])) * cores * 100;
+          clearInterval(benchCpuTimer);
+          noteBenchCpu();
+          benchCpuPct =
+            (benchPids.reduce((sum, _, i) => sum + (benchCpuLast[i] as number) - (benchCpu0[i] as number), 0) / ((performance.now() - window0) / 1000)) * 100;
         },
       },
     });
@@ -447,6 +504,9 @@ async function runAttack(attack: Attack, dir: string): Promise<BenchResult> {
       healthyLagP99Ms: round(stats.lagP99Ms, 2),
       healthyMaxMsEvery5s: timed.maxMsEvery5s().join(' '),
       healthySlowest: timed.slowest(),
+      healthyErrorKinds: timed.errors(),
+      machineBusyPct: round(machineBusyPct, 0),
+      otherCpuPct: round(machineBusyPct - benchCpuPct, 0),
       kernelTcp: KERNEL_TCP_COUNTERS.map((k) => `${k}:${(kernelAfter.get(k) ?? 0) - (kernelBefore.get(k) ?? 0)}`).join(','),
       shedUnfinished: shed,
       shedOrRefusedAtLimit: limited,
