@@ -8,9 +8,10 @@
  * in random pieces or one by one. Over in-memory sockets.
  */
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { once } from 'node:events';
-import { connect as connectHttp2 } from 'node:http2';
-import { type AddressInfo, createServer, type Socket } from 'node:net';
+import { connect as connectHttp2, createServer as createHttp2Server, type ServerHttp2Stream } from 'node:http2';
+import { type AddressInfo, createServer, connect as netConnect, type Socket } from 'node:net';
 import { Duplex } from 'node:stream';
 import { before, describe, it } from 'node:test';
 import fc from 'fast-check';
@@ -455,6 +456,195 @@ describe('h2 connection fuzz: the client side on arbitrary server bytes', () => 
         if (bytes.length <= 400) assertSame(whole, await request(bytewise(bytes)), 'byte by byte');
       }),
       fuzzParams(400),
+    );
+  });
+});
+
+// --- flow control against nghttp2, both ways
+
+/** `n` bytes that differ from stream to stream (so a mix-up shows in the digest). */
+function payload(n: number, seed: number): Buffer {
+  const b = Buffer.alloc(n);
+  for (let i = 0; i < n; i++) b[i] = (i * 31 + seed * 7) & 0xff;
+  return b;
+}
+
+const digest = (b: Buffer): string => createHash('sha1').update(b).digest('hex');
+
+/** Writes `body` to `write` in pieces of the given sizes, a turn apart, then calls `end`. */
+async function writeInPieces(body: Buffer, sizes: readonly number[], write: (b: Buffer) => void, end: () => void): Promise<void> {
+  let at = 0;
+  for (let i = 0; at < body.length; i++) {
+    const n = Math.max(1, sizes[i % Math.max(1, sizes.length)] ?? body.length);
+    write(body.subarray(at, at + n));
+    at += n;
+    if (i % 4 === 3) await new Promise((r) => setImmediate(r));
+  }
+  end();
+}
+
+const exchange = fc.record({
+  requestBytes: fc.oneof(fc.integer({ min: 0, max: 2000 }), fc.integer({ min: 60_000, max: 150_000 })),
+  responseBytes: fc.oneof(fc.integer({ min: 0, max: 2000 }), fc.integer({ min: 60_000, max: 150_000 })),
+  pieces: fc.array(fc.integer({ min: 1, max: 40_000 }), { minLength: 1, maxLength: 4 }),
+});
+const peerSettings = fc.record({
+  initialWindowSize: fc.constantFrom(100, 16_384, 65_535, 1 << 20),
+  maxFrameSize: fc.constantFrom(16_384, 16_777_215),
+});
+/** Our reader consumes at once, a turn later, or a few milliseconds later. */
+const readerDelay = fc.constantFrom(0, 1, 5);
+
+function consumeLater(stream: H2Stream, n: number, delayMs: number): void {
+  if (delayMs === 0) stream.consumed(n);
+  else if (delayMs === 1) setImmediate(() => stream.consumed(n));
+  else setTimeout(() => stream.consumed(n), delayMs);
+}
+
+describe('h2 connection fuzz: flow control against nghttp2 (node:http2), both ways', () => {
+  it('carries every request and response body whole, whatever the windows, frame sizes and reader speed', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(exchange, { minLength: 1, maxLength: 3 }), peerSettings, readerDelay, async (exchanges, settings, delay) => {
+        // Our server, node's client.
+        const received = new Map<string, string>();
+        const server = createServer((socket) => {
+          socket.on('error', () => {});
+          new H2Connection(socket, {
+            role: 'server',
+            onStream(stream, block) {
+              const path = block.pairs[block.pairs.indexOf(':path') + 1] as string;
+              const i = Number(path.slice(1));
+              const chunks: Buffer[] = [];
+              const answer = (): void => {
+                received.set(path, digest(Buffer.concat(chunks)));
+                const ex = exchanges[i] as (typeof exchanges)[number];
+                stream.respond([':status', '200'], false);
+                void writeInPieces(
+                  payload(ex.responseBytes, i + 100),
+                  ex.pieces,
+                  (b) => stream.write(Buffer.from(b)),
+                  () => stream.end(),
+                );
+              };
+              stream.events = {
+                headers() {},
+                data(s, chunk, end) {
+                  chunks.push(Buffer.from(chunk));
+                  consumeLater(s, chunk.length, delay);
+                  if (end) answer();
+                },
+                closed() {},
+              };
+              if (stream.remoteEnded) answer();
+            },
+          });
+        });
+        server.listen(0, '127.0.0.1');
+        await once(server, 'listening');
+        const session = connectHttp2(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, { settings });
+        session.on('error', () => {});
+        try {
+          const results = await Promise.race([
+            Promise.all(
+              exchanges.map(
+                (ex, i) =>
+                  new Promise<string>((resolve, reject) => {
+                    const req = session.request({ ':method': 'POST', ':path': `/${i}` });
+                    const got: Buffer[] = [];
+                    req.on('data', (c: Buffer) => got.push(c));
+                    req.on('end', () => resolve(digest(Buffer.concat(got))));
+                    req.on('error', reject);
+                    void writeInPieces(
+                      payload(ex.requestBytes, i),
+                      ex.pieces,
+                      (b) => req.write(b),
+                      () => req.end(),
+                    );
+                  }),
+              ),
+            ),
+            new Promise<never>((_, reject) => setTimeout(() => reject(new Error('stalled: our server, node client')), 15_000).unref()),
+          ]);
+          for (const [i, ex] of exchanges.entries()) {
+            assert.equal(received.get(`/${i}`), digest(payload(ex.requestBytes, i)), `request body ${i}`);
+            assert.equal(results[i], digest(payload(ex.responseBytes, i + 100)), `response body ${i}`);
+          }
+        } finally {
+          session.destroy();
+          server.close();
+        }
+
+        // Our client, node's server.
+        const h2 = createHttp2Server({ settings });
+        h2.on('stream', (stream: ServerHttp2Stream, headers) => {
+          const i = Number(String(headers[':path']).slice(1));
+          const ex = exchanges[i] as (typeof exchanges)[number];
+          const got: Buffer[] = [];
+          stream.on('error', () => {});
+          stream.on('data', (c: Buffer) => got.push(c));
+          stream.on('end', () => {
+            stream.respond({ ':status': 200, 'x-request': digest(Buffer.concat(got)) });
+            void writeInPieces(
+              payload(ex.responseBytes, i + 100),
+              ex.pieces,
+              (b) => stream.write(b),
+              () => stream.end(),
+            );
+          });
+        });
+        h2.listen(0, '127.0.0.1');
+        await once(h2, 'listening');
+        const socket = netConnect({ port: (h2.address() as AddressInfo).port, host: '127.0.0.1' });
+        socket.on('error', () => {});
+        await once(socket, 'connect');
+        const conn = new H2Connection(socket, { role: 'client' });
+        try {
+          const results = await Promise.race([
+            Promise.all(
+              exchanges.map(
+                (ex, i) =>
+                  new Promise<[string, string]>((resolve, reject) => {
+                    const stream = conn.request([':method', 'POST', ':scheme', 'http', ':path', `/${i}`, ':authority', 'a.test'], false);
+                    if (stream === undefined) {
+                      reject(new Error('no stream'));
+                      return;
+                    }
+                    const got: Buffer[] = [];
+                    let echoed = '';
+                    stream.events = {
+                      headers(_s, block) {
+                        echoed = block.pairs[block.pairs.indexOf('x-request') + 1] ?? '';
+                      },
+                      data(s, chunk, end) {
+                        got.push(Buffer.from(chunk));
+                        consumeLater(s, chunk.length, delay);
+                        if (end) resolve([echoed, digest(Buffer.concat(got))]);
+                      },
+                      closed(_s, code) {
+                        if (code !== undefined) reject(new Error(`stream reset ${code}`));
+                      },
+                    };
+                    void writeInPieces(
+                      payload(ex.requestBytes, i),
+                      ex.pieces,
+                      (b) => stream.write(Buffer.from(b)),
+                      () => stream.end(),
+                    );
+                  }),
+              ),
+            ),
+            new Promise<never>((_, reject) => setTimeout(() => reject(new Error('stalled: our client, node server')), 15_000).unref()),
+          ]);
+          for (const [i, ex] of exchanges.entries()) {
+            assert.deepEqual(results[i], [digest(payload(ex.requestBytes, i)), digest(payload(ex.responseBytes, i + 100))], `exchange ${i}`);
+          }
+        } finally {
+          conn.destroy();
+          socket.destroy();
+          h2.close();
+        }
+      }),
+      fuzzParams(6),
     );
   });
 });
