@@ -41,7 +41,8 @@
  *
  * Targets per attack: `peakRssMb` < {@link TARGET_PEAK_RSS_MB}, `afterRssMb` within
  * {@link TARGET_AFTER_RATIO} of idle, 0 healthy errors, healthy p99 < {@link TARGET_P99_MS} ms.
- * About 100 s per attack: not in `all`. `WARD_BENCH_ATTACK=<name,...>` runs only those attacks;
+ * About 100 s per attack: not in `all`. `WARD_BENCH_ATTACK=<name,...>` runs only those attacks,
+ * `WARD_BENCH_ATTACK_CONNECTIONS=<n>` opens at most n connections per attack;
  * `WARD_BENCH_PROXY_NODE_ARGS` passes node options to the proxies (e.g. `--trace-gc`); the
  * proxies inherit the bench's environment (e.g. `MALLOC_ARENA_MAX`).
  */
@@ -539,7 +540,10 @@ async function runAttack(attack: Attack, dir: string): Promise<BenchResult> {
 /** Runs the attack suite: one row per attack. */
 export async function runAttackSuite(): Promise<BenchResult[]> {
   const only = process.env.WARD_BENCH_ATTACK?.split(',').filter((s) => s !== '');
-  const attacks = only === undefined ? ATTACKS : ATTACKS.filter((a) => only.includes(a.name));
+  const count = Number(process.env.WARD_BENCH_ATTACK_CONNECTIONS ?? 'NaN');
+  const attacks = (only === undefined ? ATTACKS : ATTACKS.filter((a) => only.includes(a.name))).map((a) =>
+    Number.isInteger(count) && count > 0 ? { ...a, count: Math.min(count, a.count) } : a,
+  );
   if (attacks.length === 0) throw new Error(`WARD_BENCH_ATTACK names no attack (${ATTACKS.map((a) => a.name).join(', ')})`);
   const results: BenchResult[] = [];
   for (const attack of attacks) {
