@@ -15,6 +15,7 @@
  *   with the server proxy's identity as SNI, then silence, on the HTTP/1 app port and on the mesh
  *   port (with the mesh ALPN there).
  * - `opaque-held` (9): plaintext to the opaque port, one byte each, then silence.
+ * - `none`: no attack, the baseline of the healthy client's latency on this machine.
  *
  * The attacker is its own process (bench/attack-client.ts), from its own loopback address, and
  * the attacked apps run in another process than the healthy client's (bench/mesh-apps.ts twice). During
@@ -87,7 +88,7 @@ const TARGET_P99_MS = 100;
 const H2_BLOCK_BYTES = 7 * 16_384;
 const MESH_ALPN = 'transport.l5d.io/v1';
 
-type AttackName = 'h2-unfinished-headers' | 'tls-half-open/app' | 'tls-half-open/mesh' | 'opaque-held';
+type AttackName = 'none' | 'h2-unfinished-headers' | 'tls-half-open/app' | 'tls-half-open/mesh' | 'opaque-held';
 
 interface Attack {
   readonly name: AttackName;
@@ -101,6 +102,8 @@ interface Attack {
 }
 
 const ATTACKS: readonly Attack[] = [
+  // The same run without an attack: what the healthy client sees on this machine anyway.
+  { name: 'none', issueItem: 0, count: 0, target: 9000, payload: () => Promise.resolve(Buffer.alloc(0)), localAddress: '127.0.1.6' },
   { name: 'h2-unfinished-headers', issueItem: 7, count: 2000, target: 8081, payload: () => Promise.resolve(h2UnfinishedHeaders()), localAddress: '127.0.1.7' },
   { name: 'tls-half-open/app', issueItem: 8, count: 6000, target: 8080, payload: () => clientHello(undefined), localAddress: '127.0.1.8' },
   { name: 'tls-half-open/mesh', issueItem: 8, count: 6000, target: 'mesh', payload: () => clientHello(MESH_ALPN), localAddress: '127.0.1.9' },
