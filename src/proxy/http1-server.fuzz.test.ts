@@ -15,7 +15,7 @@ import { Duplex } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import fc from 'fast-check';
 import { cuts, fuzzParams, latin1, mutate, mutation, split } from './fuzz-test-helpers.js';
-import { Http1Server, type Http1ServerRequest, type Http1ServerResponse } from './http1-server.js';
+import { Http1Server, type Http1ServerEvents, type Http1ServerRequest, type Http1ServerResponse } from './http1-server.js';
 
 /** An in-memory socket: what is pushed is read by the server; what the server writes is kept. */
 class MemorySocket extends Duplex {
@@ -66,6 +66,8 @@ interface Seen {
   body: string;
   /** Ward only: the request asked for another protocol, or the response closes the connection. */
   readonly last?: boolean;
+  /** Ward only: HTTP/1.x's x. */
+  readonly minor?: number;
 }
 
 /** What a connection's socket saw from the server. */
@@ -127,40 +129,51 @@ nodeServer.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
 
 /** Answer each request a turn later, as a proxy waiting on its upstream does. */
 let answerLater = false;
-const wardServer = new Http1Server<Outcome>({
+const wardEvents: Http1ServerEvents<Outcome> = {
+  request(req: Http1ServerRequest, res: Http1ServerResponse, outcome) {
+    const seen: Seen = {
+      method: req.method,
+      url: req.url,
+      rawHeaders: req.rawHeaders,
+      body: 'open',
+      last: req.upgrade || !res.keepAlive,
+      minor: req.minorVersion,
+    };
+    outcome.requests.push(seen);
+    // As node's server does for a request that expects it (no `checkContinue` listener).
+    if (req.expectsContinue) res.writeContinue();
+    const respond = (): void => {
+      const answer = (): void => {
+        res.writeHead(200, undefined, ['content-length', '0']);
+        res.end();
+      };
+      if (answerLater) setImmediate(answer);
+      else answer();
+    };
+    if (req.body === null) {
+      seen.body = '';
+      respond();
+    } else readBody(req.body, seen, respond);
+  },
+  connect(req, socket, _head, outcome) {
+    outcome.requests.push({ method: req.method, url: req.url, rawHeaders: req.rawHeaders, body: '', last: true });
+    socket.destroy();
+  },
+  clientError(code, status, outcome) {
+    outcome.errors.push(`${code} ${status ?? '-'}`);
+  },
+  failed(err, outcome) {
+    outcome.errors.push(`failed ${String(err)}`);
+  },
+};
+const wardServer = new Http1Server<Outcome>({ maxHeaderBytes: 16 * 1024, headersTimeoutMs: 60_000, keepAliveTimeoutMs: 60_000, events: wardEvents });
+/** As the inbound runs it: an HTTP/1.1 request without Host is answered 400. */
+const wardServerHost = new Http1Server<Outcome>({
   maxHeaderBytes: 16 * 1024,
   headersTimeoutMs: 60_000,
   keepAliveTimeoutMs: 60_000,
-  events: {
-    request(req: Http1ServerRequest, res: Http1ServerResponse, outcome) {
-      const seen: Seen = { method: req.method, url: req.url, rawHeaders: req.rawHeaders, body: 'open', last: req.upgrade || !res.keepAlive };
-      outcome.requests.push(seen);
-      // As node's server does for a request that expects it (no `checkContinue` listener).
-      if (req.expectsContinue) res.writeContinue();
-      const respond = (): void => {
-        const answer = (): void => {
-          res.writeHead(200, undefined, ['content-length', '0']);
-          res.end();
-        };
-        if (answerLater) setImmediate(answer);
-        else answer();
-      };
-      if (req.body === null) {
-        seen.body = '';
-        respond();
-      } else readBody(req.body, seen, respond);
-    },
-    connect(req, socket, _head, outcome) {
-      outcome.requests.push({ method: req.method, url: req.url, rawHeaders: req.rawHeaders, body: '', last: true });
-      socket.destroy();
-    },
-    clientError(code, status, outcome) {
-      outcome.errors.push(`${code} ${status ?? '-'}`);
-    },
-    failed(err, outcome) {
-      outcome.errors.push(`failed ${String(err)}`);
-    },
-  },
+  requireHost: true,
+  events: wardEvents,
 });
 
 // The same server over real TCP sockets on loopback.
@@ -181,6 +194,7 @@ before(async () => {
 
 after(() => {
   wardServer.close();
+  wardServerHost.close();
   nodeServer.close();
   tcpServer.close();
 });
@@ -223,6 +237,7 @@ const viaNode = (chunks: readonly Buffer[]) =>
     nodeServer.emit('connection', s);
   }, chunks);
 const viaWard = (chunks: readonly Buffer[]) => run((s, outcome) => wardServer.serve(s, outcome), chunks);
+const viaWardHost = (chunks: readonly Buffer[]) => run((s, outcome) => wardServerHost.serve(s, outcome), chunks);
 
 const statuses = (text: string): string[] => [...text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => m[1] as string);
 
@@ -505,6 +520,28 @@ describe('http1 server fuzz: node http.Server (llhttp) as the reference', () => 
         }
       }),
       fuzzParams(100),
+    );
+  });
+
+  it('with Host required, serves the same up to the first HTTP/1.1 request without one, answered 400', async () => {
+    await fc.assert(
+      fc.asyncProperty(input, async (bytes) => {
+        const free = await viaWard([bytes]);
+        const host = await viaWardHost([bytes]);
+        const hasHost = (r: Seen) => r.rawHeaders.some((h, i) => i % 2 === 0 && h.toLowerCase() === 'host');
+        const missing = free.requests.findIndex((r) => r.minor === 1 && !hasHost(r) && r.method !== 'CONNECT');
+        if (missing < 0) {
+          assert.deepEqual(host.requests, free.requests);
+          return;
+        }
+        assert.deepEqual(host.requests, free.requests.slice(0, missing), 'served up to the request without Host, not it nor after it');
+        assert.ok(
+          host.errors.some((e) => e.startsWith('HPE_MISSING_HOST')),
+          'reported',
+        );
+        if (missing === 0) assert.match(host.socket.output, /^HTTP\/1\.1 400 /);
+      }),
+      fuzzParams(300),
     );
   });
 
