@@ -878,6 +878,37 @@ describe('H2Connection deadlines', { timeout: 20_000 }, () => {
     assert.ok(ms >= 250 && ms < 2500, `closed after ${ms} ms`);
   });
 
+  it('bounds the bytes unfinished header blocks hold over the connections sharing a budget, and each block by the list size', async () => {
+    const budget = { used: 0, max: 6500 };
+    const reasons: (string | undefined)[] = [];
+    const { port } = await ourServer(echo, { headerBlockBudget: budget, maxHeaderListSize: 8000, onClose: (_code, reason) => reasons.push(reason) });
+    const a = new RawClient(port);
+    a.preface();
+    const blockA = a.block([...REQ, 'x-pad', 'p'.repeat(6000)]);
+    a.send(RawClient.frame(1, 0x1, 1, blockA.subarray(0, 3000)));
+    await a.until(() => budget.used === 3000, 'the first block held');
+    // A second connection's block would take the shared budget past its bound: that connection fails.
+    const b = new RawClient(port);
+    b.preface();
+    b.send(RawClient.frame(1, 0x1, 1, b.block([...REQ, 'x-pad', 'q'.repeat(6000)]).subarray(0, 3600)));
+    await b.until(() => b.ended, 'the second connection closed');
+    assert.equal(b.goaway()?.code, 0xb);
+    // The first finishes its block (the bytes held go back) and is served.
+    a.send(RawClient.frame(9, 0x4, 1, blockA.subarray(3000)));
+    await a.until(() => a.responseStatus(1) !== undefined, 'the first request answered');
+    assert.equal(budget.used, 0);
+    // A block larger than the header list bound fails its connection before it is held whole.
+    const c = new RawClient(port);
+    c.preface();
+    const big = c.block([...REQ, 'x-pad', 'r'.repeat(9000)]);
+    c.send(RawClient.frame(1, 0x1, 1, big.subarray(0, 4000)));
+    c.send(RawClient.frame(9, 0, 1, big.subarray(4000, 8500)));
+    await c.until(() => c.ended, 'the oversized block refused');
+    assert.equal(c.goaway()?.code, 0xb);
+    await a.until(() => budget.used === 0, 'every held byte given back');
+    assert.deepEqual(reasons, ['too many unfinished header blocks', 'header block too large']);
+  });
+
   it('serves a header block finished within the deadline, and the deadline is per block', async () => {
     const { port } = await ourServer(echo, { headerBlockTimeoutMs: 400, idleTimeoutMs: 0 });
     const c = new RawClient(port);

@@ -25,7 +25,8 @@
  * - Connection errors (GOAWAY with the code, then the socket is closed): frame sizes and types out
  *   of place, a stream id reused, from the wrong side or below one already opened (PROTOCOL_ERROR),
  *   HPACK errors, window overflows, a header block not continued by CONTINUATION frames or larger
- *   than twice the header list bound. DATA or HEADERS on a stream the peer closed (its END_STREAM
+ *   than the header list bound (ENHANCE_YOUR_CALM), or one that would take the connections'
+ *   shared budget for unfinished header blocks past its bound (16 MiB by default). DATA or HEADERS on a stream the peer closed (its END_STREAM
  *   or RST_STREAM; the last {@link CLOSED_MEMORY} such streams are remembered) is STREAM_CLOSED
  *   (RFC 9113 §5.1 allows a connection error there); on a stream we reset, what the peer sent
  *   before it learnt of the reset is ignored. A stream that depends on itself (HEADERS or
@@ -143,6 +144,23 @@ const CLOSED_MEMORY = 128;
 /** Ranges of stream ids the peer skipped that are remembered (HEADERS on one is a connection error). */
 const SKIPPED_MEMORY = 16;
 
+/**
+ * Bytes that header blocks still waiting for their CONTINUATION frames may hold, shared by the
+ * connections given the same object: each such block is bounded by the header list size and a
+ * deadline, but thousands of connections each holding one would still hold hundreds of megabytes.
+ * Past `max`, the connection whose frame would go over fails (ENHANCE_YOUR_CALM). A block sent in
+ * one HEADERS frame (every common client's, whatever its size) is never held, so never counted.
+ */
+export interface HeaderBlockBudget {
+  /** Bytes held now (the connections keep it). */
+  used: number;
+  readonly max: number;
+}
+
+/** Default of {@link H2ConnectionOptions.headerBlockBudget}: {@link MAX_UNFINISHED_HEADER_BYTES} over the process. */
+export const MAX_UNFINISHED_HEADER_BYTES = 16 * 1024 * 1024;
+const PROCESS_HEADER_BLOCK_BUDGET: HeaderBlockBudget = { used: 0, max: MAX_UNFINISHED_HEADER_BYTES };
+
 /** Settings of an {@link H2Connection}. */
 export interface H2ConnectionOptions {
   readonly role: 'server' | 'client';
@@ -166,6 +184,8 @@ export interface H2ConnectionOptions {
    * Default: server {@link SERVER_IDLE_TIMEOUT_MS}, client 0 (its pool decides).
    */
   readonly idleTimeoutMs?: number;
+  /** Where unfinished header blocks are accounted (see {@link HeaderBlockBudget}); default: one budget for the process. */
+  readonly headerBlockBudget?: HeaderBlockBudget;
   /** Server: a new request stream; the callee sets `stream.events` before returning. */
   onStream?(stream: H2Stream, block: HeaderBlock): void;
   /** The connection is gone (after its streams got `closed`); `code` is what ended it, `reason` ours when we did. */
@@ -270,6 +290,7 @@ export class H2Connection {
   #settingsTimer: NodeJS.Timeout | undefined;
   #settingsSeen = false;
   #continuing: { id: number; flags: number; parts: Buffer[]; size: number; since: number } | undefined;
+  readonly #budget: HeaderBlockBudget;
   /** Highest stream id the peer opened (server) / we opened (client). */
   #lastPeerId = 0;
   /** The last {@link CLOSED_MEMORY} streams closed by the peer's END_STREAM or RST_STREAM (a ring; 0: empty). */
@@ -326,6 +347,7 @@ export class H2Connection {
     this.#server = opts.role === 'server';
     this.#maxStreams = opts.maxConcurrentStreams ?? 256;
     this.#maxList = opts.maxHeaderListSize ?? 64 * 1024;
+    this.#budget = opts.headerBlockBudget ?? PROCESS_HEADER_BLOCK_BUDGET;
     this.#maxFields = opts.maxHeaderFields ?? MAX_HEADER_FIELDS;
     this.#connWindowSize = Math.max(DEFAULT_WINDOW, Math.min(opts.connectionWindow ?? 1024 * 1024, MAX_WINDOW));
     this.#connRecvWindow = this.#connWindowSize;
@@ -753,10 +775,34 @@ export class H2Connection {
     const fragment = payload.subarray(start, end);
     if (flags & FLAG_END_HEADERS) this.#onHeaderBlock(id, flags, fragment);
     else {
+      if (!this.#hold(fragment.length)) return;
       const since = Date.now();
       this.#continuing = { id, flags, parts: [Buffer.from(fragment)], size: fragment.length, since };
       this.#armDeadline(since + this.#headerBlockMs);
     }
+  }
+
+  /** Accounts `n` more bytes of an unfinished header block; false (the connection failed) past a bound. */
+  #hold(n: number): boolean {
+    const budget = this.#budget;
+    if ((this.#continuing?.size ?? 0) + n > this.#maxList) {
+      this.#fail(H2_ENHANCE_YOUR_CALM, 'header block too large');
+      return false;
+    }
+    if (budget.used + n > budget.max) {
+      this.#fail(H2_ENHANCE_YOUR_CALM, 'too many unfinished header blocks');
+      return false;
+    }
+    budget.used += n;
+    return true;
+  }
+
+  /** The unfinished header block is over (complete or dropped): its bytes go back to the budget. */
+  #releaseBlock(): void {
+    const c = this.#continuing;
+    if (c === undefined) return;
+    this.#continuing = undefined;
+    this.#budget.used -= c.size;
   }
 
   #onContinuation(flags: number, id: number, payload: Buffer): void {
@@ -765,16 +811,13 @@ export class H2Connection {
       this.#fail(H2_PROTOCOL_ERROR, 'CONTINUATION out of place');
       return;
     }
+    if (!this.#hold(payload.length)) return;
     c.size += payload.length;
-    if (c.size > 2 * this.#maxList) {
-      this.#fail(H2_ENHANCE_YOUR_CALM, 'header block too large');
-      return;
-    }
     if (payload.length === 0 && (flags & FLAG_END_HEADERS) === 0) this.#spend(1);
     if (this.#dead) return;
     c.parts.push(Buffer.from(payload));
     if (flags & FLAG_END_HEADERS) {
-      this.#continuing = undefined;
+      this.#releaseBlock();
       this.#onHeaderBlock(id, c.flags, Buffer.concat(c.parts, c.size));
     }
   }
@@ -1386,7 +1429,7 @@ export class H2Connection {
   #teardown(code: number, reason: string | undefined): void {
     this.#dead = true;
     clearTimeout(this.#deadlineTimer);
-    this.#continuing = undefined;
+    this.#releaseBlock();
     this.#rest = undefined;
     this.#restNeed = 0;
     clearTimeout(this.#settingsTimer);
