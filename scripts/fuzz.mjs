@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Runs the protocol fuzz tests (src/**/*.fuzz.test.ts) long: each property until its time is up
 // (WARD_FUZZ_TIME_MS, default 15 s) instead of the few dozen to few hundred runs `npm test` gives
-// it. 21 such properties, one file at a time: some 6 minutes in all. Pass path substrings to fuzz
+// it. 22 such properties, one file at a time: some 6 minutes in all. Pass path substrings to fuzz
 // only some files (`npm run fuzz -- hpack`); WARD_FUZZ_SEED=<seed> replays a failure.
 //
 // A parser caught in an endless loop never yields to fast-check's time limit, so each file runs

@@ -12,7 +12,7 @@ import { Agent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { Duplex, Readable } from 'node:stream';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { cuts, fuzzParams, latin1, type Mutation, mutate, mutation, split } from './fuzz-test-helpers.js';
+import { bytewise, cuts, fuzzParams, latin1, type Mutation, mutate, mutation, split } from './fuzz-test-helpers.js';
 import { Http1Pool, type Http1PoolHandler, type Http1PoolRequest } from './http1-pool.js';
 
 /** One reaction of the upstream to a request: the pieces it sends, in order. */
@@ -402,6 +402,20 @@ describe('http1 pool fuzz: node http client (llhttp) as the reference', () => {
         if (node.status === undefined) assert.equal(pool.headers, undefined, 'no head node refused reached the handler');
       }),
       fuzzParams(300),
+    );
+  });
+
+  it('reads a response the same in one piece, in random pieces and byte by byte', async () => {
+    const bytes = fc
+      .tuple(responseShape, fc.option(fc.array(mutation, { minLength: 1, maxLength: 3 }), { nil: undefined, freq: 2 }))
+      .map(([shape, ms]) => (ms === undefined ? responseBytes(shape, 'n') : mutate(responseBytes(shape, 'n'), ms)));
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom('GET', 'HEAD'), bytes, cuts, async (method, response, at) => {
+        const whole = await viaPool(method, [response]);
+        assert.deepEqual(await viaPool(method, split(response, at)), whole, 'random pieces');
+        assert.deepEqual(await viaPool(method, bytewise(response)), whole, 'byte by byte');
+      }),
+      fuzzParams(100),
     );
   });
 });
