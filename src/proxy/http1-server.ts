@@ -77,9 +77,10 @@ export interface Http1ServerEvents<C> {
    */
   connect(req: Http1ServerRequest, socket: Duplex, head: Buffer, ctx: C): void;
   /**
-   * The connection fails for the client's fault (`code`: the parser's `HPE_*`, or
-   * `ERR_HTTP_REQUEST_TIMEOUT` for a header deadline). `status` is what it is answered with, or
-   * undefined when nothing can be answered (a response was under way, or the socket is gone).
+   * The connection fails for the client's fault (`code`: the parser's `HPE_*`,
+   * `ERR_HTTP_REQUEST_TIMEOUT` for a header deadline, or `ERR_HTTP1_PIPELINED_CONNECT` for a
+   * CONNECT sent behind another request). `status` is what it is answered with, or undefined
+   * when nothing can be answered (a response was under way, or the socket is gone).
    */
   clientError?(code: string, status: number | undefined, ctx: C): void;
   /** A handler threw: the connection is destroyed. */
@@ -563,8 +564,12 @@ class ServerConnection<C> {
     }
     if (method === 'CONNECT') {
       // The socket becomes a tunnel: only when nothing else is under way.
-      if (this.#active !== undefined) this.#thrown = new Error('CONNECT pipelined behind another request');
-      else this.#connect = msg;
+      // Pipelined behind another, it is the client's fault, not a defect of a handler (which is
+      // logged as an error): the connection fails as for a bad request.
+      if (this.#active !== undefined) {
+        msg.discarding = true;
+        this.#refused = 'ERR_HTTP1_PIPELINED_CONNECT';
+      } else this.#connect = msg;
       return;
     }
     if (msg.announcesBody) {
