@@ -1,16 +1,16 @@
 #!/usr/bin/env node
 // `npm run build:native`: builds the native addons (native/) with the node-gyp bundled with npm,
 // into native/build/node-v<ABI> (not committed): so_original_dst.node (SO_ORIGINAL_DST, transparent
-// mode) and gc_pauses.node (GC pause counts for /metrics). Explicit, because npm
-// 11 runs no install hooks. Never downloads Node headers (there is no internet): the headers come
-// from npm's `nodedir` config (which `npm run` passes on as npm_config_nodedir), else from the
-// running node's own prefix; without either it fails and says so.
+// mode), gc_pauses.node (GC pause counts for /metrics) and malloc_trim.node (giving the C heap's
+// free memory back after a burst). Explicit, because npm 11 runs no install hooks. Never
+// downloads Node headers (there is no internet): the headers are the running node's own, else
+// npm's `nodedir` config's when they are of the same version; without them it fails and says so.
 //
 // Each target of native/binding.gyp is built on its own, by node-gyp in a private directory, and
 // the finished addon is renamed into place, so two builds at once (parallel tests on a fresh
 // clone) never leave a half-written file. so_original_dst (N-API, which transparent mode cannot
 // do without) must build; gc_pauses uses V8's C++ API, which a newer Node may change, and the
-// metric has a fallback, so its failure is a warning.
+// metric has a fallback, so its failure is a warning, as is malloc_trim's (glibc only; the proxy does without).
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -19,7 +19,7 @@ import { dirname, join } from 'node:path';
 const ROOT = new URL('..', import.meta.url).pathname;
 const NATIVE = join(ROOT, 'native');
 /** Targets whose failure is only a warning. */
-const OPTIONAL = new Set(['gc_pauses']);
+const OPTIONAL = new Set(['gc_pauses', 'malloc_trim']);
 const fail = (msg) => {
   console.error(`build:native: ${msg}`);
   process.exit(1);
@@ -69,7 +69,9 @@ for (const target of targets) {
     if (r.status !== 0) {
       const why = `node-gyp failed for ${name} (${r.error?.message ?? `exit ${r.status ?? r.signal}`})`;
       if (!OPTIONAL.has(name)) fail(why);
-      console.error(`build:native: warning: ${why}; /metrics counts GC pauses from node's performance entries instead`);
+      const fallback =
+        name === 'gc_pauses' ? "/metrics counts GC pauses from node's performance entries instead" : 'the proxy gives memory back through V8 collections only';
+      console.error(`build:native: warning: ${why}; ${fallback}`);
       continue;
     }
     mkdirSync(out, { recursive: true });

@@ -3,6 +3,7 @@ import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { getHeapStatistics } from 'node:v8';
 import { collectAllGarbage, settleHeapWhenQuiet } from './heap-settle.js';
+import { waitFor } from './identity-test-helpers.js';
 
 describe('heap settle', () => {
   it('collects once, after enough quiet ticks in a row, and not while the process is busy', async () => {
@@ -32,6 +33,79 @@ describe('heap settle', () => {
     settle.stop();
     assert.equal(collected, 1, 'once, when quiet');
     assert.equal(done, 1);
+  });
+
+  it('settles again, once quiet, when memory regrew past 20 % of the first footprint, trimming after each', async () => {
+    let rss = 100;
+    const events: string[] = [];
+    const settle = settleHeapWhenQuiet({
+      tickMs: 10,
+      quietTicks: 2,
+      cpuMicros: () => 0,
+      rssBytes: () => rss,
+      minRetryMs: 30,
+      maxRetryMs: 30,
+      trimDelayMs: 5,
+      collect: () => {
+        events.push(`collect at ${rss}`);
+        return Promise.resolve();
+      },
+      trim: () => {
+        events.push('trim');
+        rss = 100;
+      },
+    });
+    try {
+      await waitFor(() => events.length === 2, 'the first settle', 5000);
+      // Growth under 20 %: nothing.
+      rss = 115;
+      await sleep(150);
+      assert.deepEqual(events, ['collect at 100', 'trim']);
+      // A burst came and went: its memory is back only after the next settle.
+      rss = 160;
+      await waitFor(() => events.length === 4, 'the settle after the burst', 5000);
+      assert.deepEqual(events, ['collect at 100', 'trim', 'collect at 160', 'trim']);
+    } finally {
+      settle.stop();
+    }
+  });
+
+  it('spaces settles out while memory stays up, and never settles a busy process', async () => {
+    let cpu = 0;
+    let busy = false;
+    let rss = 100;
+    const at: number[] = [];
+    const settle = settleHeapWhenQuiet({
+      tickMs: 10,
+      quietTicks: 1,
+      cpuMicros: () => {
+        if (busy) cpu += 1_000_000;
+        return cpu;
+      },
+      rssBytes: () => rss,
+      minRetryMs: 40,
+      maxRetryMs: 160,
+      collect: () => {
+        at.push(Date.now());
+        return Promise.resolve();
+      },
+      // The footprint is 100; then connections are held: every settle leaves 500.
+      done: () => {
+        rss = 500;
+      },
+    });
+    try {
+      await waitFor(() => at.length === 5, 'five settles', 10_000);
+      const gaps = at.slice(2).map((t, i) => t - (at[i + 1] as number));
+      // 80, 160, 160 ms at least (the first retry after the footprint was set is 40 ms).
+      assert.ok((gaps[0] as number) >= 75 && (gaps[1] as number) >= 155 && (gaps[2] as number) >= 155, `gaps ${gaps.join(', ')}`);
+      busy = true;
+      const settled = at.length;
+      await sleep(400);
+      assert.equal(at.length, settled, 'a busy process is left alone');
+    } finally {
+      settle.stop();
+    }
   });
 
   it('stop() before the quiet cancels it', async () => {

@@ -15,8 +15,8 @@
  * full collection, `gc()`, frees the objects but gave nothing back to the system here), asked
  * for through the inspector in-process (`node:inspector`, no port opened): node has no other
  * way. Quiet is not proof that nothing is in flight (a low-rate or streaming request may be),
- * but the pause (~20 ms, once) then falls on little. Once done it
- * stops; later idle periods are the memory reducer's.
+ * but the pause (~20 ms) then falls on little. After the first, it runs again only when the
+ * process is quiet with its memory well above what the first left (see {@link settleHeapWhenQuiet}).
  *
  * Measured (mesh bench proxies, 6 s after start): 62.3–63.4 MB RSS without, 58.3–58.5 MB with.
  */
@@ -54,12 +54,46 @@ export interface HeapSettleOptions {
   readonly quietTicks?: number;
   /** The process's CPU time so far in microseconds (default `process.cpuUsage`, user + system). */
   readonly cpuMicros?: () => number;
+  /** Resident memory in bytes (default `process.memoryUsage.rss`). */
+  readonly rssBytes?: () => number;
   readonly collect?: () => Promise<void>;
-  /** Called once the collection ran (or failed: with its error). */
-  readonly done?: (err?: unknown) => void;
+  /** Gives the C heap's free memory back after a collection (default: none; the proxy passes malloc-trim's). */
+  readonly trim?: () => unknown;
+  /** Called once each settle ran (or failed: with its error), with the resident memory before and after. */
+  readonly done?: (err?: unknown, rss?: { readonly before: number; readonly after: number }) => void;
+  /** Default {@link TRIM_DELAY_MS}. */
+  readonly trimDelayMs?: number;
+  /** Default {@link MIN_RETRY_MS}. */
+  readonly minRetryMs?: number;
+  /** Default {@link MAX_RETRY_MS}. */
+  readonly maxRetryMs?: number;
 }
 
-/** Starts watching for quiet; the collection runs once. `stop()` cancels it if it has not run. */
+/**
+ * How long after a collection the C heap is trimmed: V8 frees the backing memory of collected
+ * buffers on a background thread, after the collection (trimming at once gave back 26 of 100 MB of
+ * freed 4 KiB buffers here, 250 ms later all of it; a trim took 3-9 ms).
+ */
+export const TRIM_DELAY_MS = 250;
+/** A settle runs again, once quiet, when resident memory is this much above the first settle's (20 %). */
+export const REGROWTH = 1.2;
+/** How soon a settle that left memory above that may run again; doubled after each such one, up to {@link MAX_RETRY_MS}. */
+export const MIN_RETRY_MS = 5000;
+/**
+ * The longest wait between two settles while memory stays up (a burst's connections still held):
+ * the first quiet settle after they close comes at most this much later.
+ */
+export const MAX_RETRY_MS = 20_000;
+
+/**
+ * Starts watching for quiet. The first quiet period settles the start's garbage; after that the
+ * footprint it left is the yardstick: whenever the process is quiet and its resident memory is
+ * {@link REGROWTH} times that (an attack's or a burst's connections came and went: their buffers
+ * are garbage V8 has no reason to collect yet, their TLS and socket memory free but resident in
+ * the C heap), it settles again: a collection, then `trim`. While memory stays up (the
+ * connections are still held), settles are spaced out from {@link MIN_RETRY_MS} to
+ * {@link MAX_RETRY_MS}. A busy process is never interrupted. `stop()` ends the watch.
+ */
 export function settleHeapWhenQuiet(opts: HeapSettleOptions = {}): { stop(): void } {
   const tickMs = opts.tickMs ?? SETTLE_TICK_MS;
   const quietTicks = opts.quietTicks ?? QUIET_TICKS;
@@ -69,30 +103,76 @@ export function settleHeapWhenQuiet(opts: HeapSettleOptions = {}): { stop(): voi
       const u = process.cpuUsage();
       return u.user + u.system;
     });
+  const rssBytes = opts.rssBytes ?? ((): number => process.memoryUsage.rss());
   const collect = opts.collect ?? collectAllGarbage;
   const quietMicros = tickMs * 1000 * QUIET_CPU_FRACTION;
   let last = cpuMicros();
   let quiet = 0;
-  const timer = setInterval(() => {
-    const now = cpuMicros();
-    const used = now - last;
-    last = now;
-    quiet = used < quietMicros ? quiet + 1 : 0;
-    if (quiet < quietTicks) return;
-    clearInterval(timer);
+  let footprint: number | undefined;
+  const trimDelayMs = opts.trimDelayMs ?? TRIM_DELAY_MS;
+  const minRetryMs = opts.minRetryMs ?? MIN_RETRY_MS;
+  const maxRetryMs = opts.maxRetryMs ?? MAX_RETRY_MS;
+  let retryMs = minRetryMs;
+  let notBefore = 0;
+  let settling = false;
+  let stopped = false;
+  const settle = (): void => {
+    settling = true;
+    const before = rssBytes();
+    const finish = (err?: unknown): void => {
+      if (err === undefined && opts.trim !== undefined) {
+        // After V8 has freed the collected buffers' memory, which it does on a background thread.
+        const t = setTimeout(() => trimmed(), trimDelayMs);
+        t.unref();
+      } else trimmed(err);
+    };
+    const trimmed = (err?: unknown): void => {
+      settling = false;
+      if (stopped) return;
+      if (err === undefined) {
+        try {
+          opts.trim?.();
+        } catch (e) {
+          err = e;
+        }
+      }
+      const after = rssBytes();
+      if (footprint === undefined) footprint = after;
+      else if (after > footprint * REGROWTH) retryMs = Math.min(maxRetryMs, retryMs * 2);
+      else retryMs = minRetryMs;
+      notBefore = Date.now() + retryMs;
+      // The collection's own CPU is not a sign of activity.
+      last = cpuMicros();
+      quiet = 0;
+      opts.done?.(err, { before, after });
+    };
     let collecting: Promise<void>;
     try {
       collecting = collect();
     } catch (err) {
       // Never out of a timer callback: that would end the process.
-      opts.done?.(err);
+      finish(err);
       return;
     }
     collecting.then(
-      () => opts.done?.(),
-      (err: unknown) => opts.done?.(err),
+      () => finish(),
+      (err: unknown) => finish(err),
     );
+  };
+  const timer = setInterval(() => {
+    const now = cpuMicros();
+    const used = now - last;
+    last = now;
+    quiet = used < quietMicros ? quiet + 1 : 0;
+    if (quiet < quietTicks || settling) return;
+    if (footprint !== undefined && (Date.now() < notBefore || rssBytes() <= footprint * REGROWTH)) return;
+    settle();
   }, tickMs);
   timer.unref();
-  return { stop: () => clearInterval(timer) };
+  return {
+    stop: () => {
+      stopped = true;
+      clearInterval(timer);
+    },
+  };
 }

@@ -8,6 +8,7 @@ export * from './identity-bootstrap.js';
 export * from './inbound-http.js';
 export * from './inbound-proxy.js';
 export * from './inbound-stats.js';
+export { loadMallocTrim } from './malloc-trim.js';
 export { EXPOSITION_CONTENT_TYPE, METRICS_IDLE_TIMEOUT_MS, MetricsRegistry, type MetricsRegistryOptions } from './metric-cells.js';
 export { type HttpFamilies, registerHttpFamilies } from './metrics-http.js';
 export * from './metrics-identity.js';

@@ -35,6 +35,7 @@ import {
   DEFAULT_DISCOVERY_IDLE_MS,
   DEFAULT_DISCOVERY_TIMEOUT_MS,
   DEFAULT_MAX_DISCOVERED_PORTS,
+  loadMallocTrim,
   METRICS_IDLE_TIMEOUT_MS,
   MetricsRegistry,
   type OriginalDstAddonError,
@@ -343,16 +344,20 @@ export async function runProxy(flags: ProxyFlags, io: CliIo, signals: AbortSigna
   const served = p.inbound.map((i) => `${i.podPort}@${i.listenPort}->${i.appHost.includes(':') ? `[${i.appHost}]` : i.appHost}:${i.appPort}`).join(', ');
   const outboundNote = (p.outbound === undefined ? '' : `, outbound :${p.outbound}`) + (transparent ? ', transparent' : '');
   io.err(`ward proxy ready: identity ${running.identity}, mesh :${p.mesh}, admin :${p.admin}, inbound ${served === '' ? 'none' : served}${outboundNote}\n`);
-  // Once ready and quiet, the garbage of the start is given back (heap-settle).
+  // Once ready and quiet, the garbage of the start is given back, and again after any burst that
+  // left memory up (heap-settle; the C heap's part through malloc-trim when it is built).
   let settle: { stop(): void } | undefined;
   let stopping = false;
+  const trim = loadMallocTrim();
+  const mb = (bytes: number) => Math.round(bytes / 104857.6) / 10;
   running.ready().then(
     () => {
       if (stopping) return;
       settle = settleHeapWhenQuiet({
-        done: (err) => {
+        ...(trim !== undefined ? { trim } : {}),
+        done: (err, rss) => {
           if (err !== undefined) logger.warn({ err: errorMessage(err) }, 'heap settle failed');
-          else logger.debug({ rssMb: Math.round(process.memoryUsage.rss() / 104857.6) / 10 }, 'heap settled');
+          else if (rss !== undefined) logger.debug({ rssMb: mb(rss.after), beforeMb: mb(rss.before), trim: trim !== undefined }, 'heap settled');
         },
       });
     },
