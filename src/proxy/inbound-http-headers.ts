@@ -120,15 +120,6 @@ export function filterHttp1Request(raw: readonly string[]): Http1RequestHeaders 
 }
 
 /**
- * True when a request's `transfer-encoding` makes its body length reliable: `chunked` is the
- * final coding (RFC 9112 §6.3; otherwise the server must answer 400 and close).
- */
-export function isChunkedLast(transferEncoding: string): boolean {
-  const last = transferEncoding.slice(transferEncoding.lastIndexOf(',') + 1);
-  return last.trim().toLowerCase() === 'chunked';
-}
-
-/**
  * Filters an HTTP/1 response's `rawHeaders` from the application for relaying to the client:
  * drops hop-by-hop headers (node frames the response itself). Returns flat pairs.
  */

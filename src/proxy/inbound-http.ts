@@ -32,7 +32,8 @@
  * - Request smuggling: node's parser (strict: no lenient flag, whatever the process flags) refuses
  *   Content-Length with Transfer-Encoding, repeated Content-Length and
  *   other malformed framing with 400 before a request exists; a Transfer-Encoding whose final
- *   coding is not chunked (which node refuses only after the headers) is answered 400 here. Such
+ *   coding is not chunked (which node refuses only after the headers) is answered 400 by
+ *   Http1Server, for the outbound as for the inbound. Such
  *   requests never reach the application and the connection is closed. Bodies are re-framed by
  *   the upstream pool (http1-pool) toward the application, never relayed as raw bytes. A request
  *   that cannot be written as it came (an asterisk-form `OPTIONS *`, two Host headers:
@@ -83,7 +84,7 @@ import type { HeaderBlock } from './hpack.js';
 import { headerValue, relayHttp1 } from './http-relay.js';
 import { Http1Server, type Http1ServerRequest, type Http1ServerResponse } from './http1-server.js';
 import { H2Relay, type H2RelayHost, withoutL5d } from './inbound-h2-relay.js';
-import { filterHttp1Request, grpcMessage, isChunkedLast, isL5dHeader, L5D_CLIENT_ID, L5D_PROXY_ERROR, safeHeaderValue } from './inbound-http-headers.js';
+import { filterHttp1Request, grpcMessage, isL5dHeader, L5D_CLIENT_ID, L5D_PROXY_ERROR, safeHeaderValue } from './inbound-http-headers.js';
 import { AppUpstream } from './inbound-http-upstream.js';
 import type { InboundHttpConnection } from './inbound-proxy.js';
 import { type InboundHttpErrorReason, type InboundMetricsHooks, InboundStatsCounter } from './inbound-stats.js';
@@ -501,14 +502,8 @@ export class InboundHttp {
   // HTTP/1
 
   #onRequest(req: Http1ServerRequest, res: Http1ServerResponse, ctx: HttpConn): void {
+    // A Transfer-Encoding not ending in chunked never gets here: Http1Server answers it 400.
     const headers = filterHttp1Request(req.rawHeaders);
-    if (headers.transferEncoding !== undefined && !isChunkedLast(headers.transferEncoding)) {
-      // The parser refuses such a body only after the headers; the request must not start.
-      this.#error(ctx, 'bad request');
-      res.keepAlive = false;
-      this.#respond1(res, ctx, 400, 'transfer-encoding without final chunked');
-      return;
-    }
     const target = splitTarget(req.url);
     const method = req.method;
     // The policy decides on the normalized path and the authority the application will read, and
