@@ -58,6 +58,7 @@
 import type { Duplex } from 'node:stream';
 import { type MessageFacts, messageProblem } from './h2-message.js';
 import { ByteWriter, type HeaderBlock, HpackDecoder, HpackEncoder } from './hpack.js';
+import { unsentBytes } from './node-internals.js';
 
 /** HTTP/2 error codes (RFC 9113 §7). */
 export const H2_NO_ERROR = 0x0;
@@ -1462,18 +1463,6 @@ function timeoutOption(name: string, value: number, zeroOk: boolean): number {
 /** `chunk`, or a copy of it when it is a small slice of a larger buffer (which it would keep alive while held). */
 export function detached(chunk: Buffer): Buffer {
   return chunk.length * 2 < chunk.buffer.byteLength ? Buffer.from(chunk) : chunk;
-}
-
-/**
- * Bytes a socket has yet to hand to the kernel, for telling whether a slow reader still takes
- * them: the stream's `writableLength` counts a write request whole until it completes (and node
- * hands everything buffered to the handle as one), so it stands still while a large write
- * drains; the handle's `writeQueueSize` (libuv's, or TLS's) goes down as it does.
- */
-export function unsentBytes(socket: Duplex): number {
-  if (socket.writableLength === 0) return 0;
-  const queued = (socket as { _handle?: { writeQueueSize?: unknown } | null })._handle?.writeQueueSize;
-  return typeof queued === 'number' ? queued : socket.writableLength;
 }
 
 /**

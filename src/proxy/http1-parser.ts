@@ -4,7 +4,7 @@
  *
  * node exposes the parser its `http` module uses as `require('node:_http_common').HTTPParser`: not a
  * documented API, but the one node's HTTP client and server are built on, unchanged in shape
- * through Node 20 (the version ward pins, STACK.md). Everything that touches it is in this file.
+ * from Node 20 to 26; node-internals loads it (and its test checks it on the running Node).
  * It parses strictly unless told otherwise (lenient flags 0): `Content-Length` with
  * `Transfer-Encoding`, two differing `Content-Length`s, bad chunk sizes, bare LF line ends and
  * invalid header characters are errors (`code` `HPE_*`), never a guess at the framing.
@@ -14,30 +14,11 @@
  * of its own callbacks (node defers that too): the owner closes it once its socket has closed.
  */
 import { METHODS } from 'node:http';
-import { createRequire } from 'node:module';
+import { loadNativeHttpParser, type NativeHttpParser } from './node-internals.js';
 
-/** The native parser's surface used here. */
-interface NativeParser {
-  initialize(type: number, resource: object, maxHeaderSize: number, lenientFlags: number): void;
-  execute(data: Buffer): number | Error;
-  finish(): undefined | Error;
-  close(): void;
-  [slot: number]: unknown;
-}
+type NativeParser = NativeHttpParser;
 
-interface NativeParserClass {
-  new (): NativeParser;
-  readonly REQUEST: number;
-  readonly RESPONSE: number;
-  readonly kOnMessageBegin: number;
-  readonly kOnHeaders: number;
-  readonly kOnHeadersComplete: number;
-  readonly kOnBody: number;
-  readonly kOnMessageComplete: number;
-}
-
-const require = createRequire(import.meta.url);
-const { HTTPParser } = require('node:_http_common') as { HTTPParser: NativeParserClass };
+const HTTPParser = loadNativeHttpParser();
 
 /**
  * llhttp's method codes to names, read off the parser itself: `_http_common`'s `methods` lists

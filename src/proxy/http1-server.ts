@@ -45,8 +45,9 @@
  */
 import { STATUS_CODES } from 'node:http';
 import { type Duplex, Readable } from 'node:stream';
-import { lingerThenDestroy, unsentBytes } from './h2-connection.js';
+import { lingerThenDestroy } from './h2-connection.js';
 import { createRequestParser, type Http1Parser } from './http1-parser.js';
+import { unsentBytes } from './node-internals.js';
 
 /** A request, as the server hands it over. */
 export interface Http1ServerRequest {

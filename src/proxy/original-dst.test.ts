@@ -14,7 +14,8 @@ import { after, before, describe, it } from 'node:test';
 import { MeshError } from '../shared/index.js';
 import { TempDirs, within } from './identity-test-helpers.js';
 import { buildAddonIfMissing } from './native-test-helpers.js';
-import { loadOriginalDst, ORIGINAL_DST_ADDON_PATH, OriginalDstAddonError, type OriginalDstReader, originalDstAddonPath, socketFd } from './original-dst.js';
+import { socketFd } from './node-internals.js';
+import { loadOriginalDst, ORIGINAL_DST_ADDON_PATH, OriginalDstAddonError, type OriginalDstReader, originalDstAddonPath } from './original-dst.js';
 
 const HOST = '127.0.0.1';
 const dirs = new TempDirs();

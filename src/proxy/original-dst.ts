@@ -15,6 +15,7 @@ import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { errorMessage, MeshError } from '../shared/index.js';
+import { socketFd } from './node-internals.js';
 
 /**
  * The path of the native addon for a module at `moduleUrl` in `src/proxy`, `dist/proxy` or
@@ -68,15 +69,6 @@ interface Addon {
 
 const BUILD_HINT = 'run `npm run build:native` (needs a C compiler and the Node headers), or use explicit ports instead of --transparent';
 const loaded = new Map<string, OriginalDstReader>();
-
-/**
- * The file descriptor of an accepted TCP socket, or undefined. `_handle.fd` is internal to Node
- * but stable on Linux; this is the one place that reads it.
- */
-export function socketFd(socket: Socket): number | undefined {
-  const fd = (socket as unknown as { _handle?: { fd?: unknown } | null })._handle?.fd;
-  return typeof fd === 'number' && fd >= 0 ? fd : undefined;
-}
 
 /**
  * Loads the addon at `addonPath` (default {@link ORIGINAL_DST_ADDON_PATH}; loaded once per path)
