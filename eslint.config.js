@@ -3,7 +3,7 @@
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', 'dist/**', '**/gen/**', 'bin/**', 'scripts/**', 'eslint.config.js'] },
+  { ignores: ['node_modules/**', 'dist/**', 'examples/*/services/dist/**', '**/gen/**', 'bin/**', 'scripts/**', 'eslint.config.js'] },
   {
     files: ['src/**/*.ts', 'test/**/*.ts', 'bench/**/*.ts', 'examples/**/*.ts'],
     languageOptions: {
