@@ -3,7 +3,7 @@ import { METHODS } from 'node:http';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { record } from './client-hello-fixtures.js';
-import { detectHttp, HTTP1_MAX_REQUEST_LINE_BYTES, HTTP2_PREFACE, type HttpDetection } from './detect-http.js';
+import { detectHttp, detectHttpUndecided, HTTP1_MAX_REQUEST_LINE_BYTES, HTTP2_PREFACE, type HttpDetection } from './detect-http.js';
 
 const b = (s: string) => Buffer.from(s, 'latin1');
 
@@ -102,6 +102,40 @@ describe('detectHttp', () => {
     const line = b(`GET /${'a'.repeat(HTTP1_MAX_REQUEST_LINE_BYTES * 2)}`);
     for (const k of [1, 4, 5, 100, HTTP1_MAX_REQUEST_LINE_BYTES, line.length]) assert.equal(detectHttp(line.subarray(0, k)), 'need-more', `${k} bytes`);
     assert.equal(detectHttp(b('\r\n'.repeat(5000))), 'need-more');
+  });
+
+  it('rules out a lower-case first word followed by no target at once, without waiting for the line', () => {
+    for (const text of ['hello 9002', 'get key', 'auth s3cret', 'ping 1']) assert.equal(detectHttp(b(text)), 'not-http', text);
+    for (const text of ['hello /admin', 'get http://x', 'GET key', 'Get *']) assert.equal(detectHttp(b(text)), 'need-more', text);
+  });
+
+  it('judges a line still unfinished at the deadline by whether it may still become a request', () => {
+    // `GET key HTTP/1.1` is served by Python's http.server (path `key`), headers and all.
+    for (const http of [
+      'GET',
+      'hello',
+      '\r\n\r\n',
+      'GET ',
+      'GET /adm',
+      'get\t/',
+      'OPTIONS *',
+      'GET http:',
+      'GET HTTPS://x',
+      'get h',
+      'GET /x HTT',
+      'GET key',
+      'AUTH secret',
+      'SET a b',
+    ]) {
+      assert.equal(detectHttpUndecided(b(http)), 'http1', JSON.stringify(http));
+    }
+    for (const opaque of ['hello 9002', 'get httpx://', 'auth secret', 'get key']) {
+      assert.equal(detectHttpUndecided(b(opaque)), 'not-http', JSON.stringify(opaque));
+    }
+    // Decided lines keep their verdict.
+    assert.equal(detectHttpUndecided(b('SSH-2.0-x\r\n')), 'not-http');
+    assert.equal(detectHttpUndecided(b('GET / HTTP/1.1\r\n')), 'http1');
+    assert.equal(detectHttpUndecided(Buffer.of(0x16)), 'not-http');
   });
 
   it('is prefix-stable and total on arbitrary and HTTP-like input', () => {

@@ -15,13 +15,15 @@
  * - its first word is a token (RFC 9110 §5.6.2: any case, any token character), and
  * - a later word starts with `HTTP/` (any case), or the line is exactly `GET` and one more word.
  * It is `not-http` as soon as the first word holds a byte that is neither a token character nor
- * whitespace (a TLS record, a length-prefixed binary protocol), or when the whole line is there
- * and is neither (`SSH-2.0-…`, `EHLO mail.example`, memcached's `get key`).
+ * whitespace (a TLS record, a length-prefixed binary protocol), as soon as a first word not in
+ * upper case is followed by one that cannot start a target (`hello 9002`, memcached's `get key`:
+ * no server dispatches such a method with such a target), or when the whole line is there and is
+ * neither (`SSH-2.0-…`, `EHLO mail.example`).
  *
- * The answer needs the whole first line; `need-more` until then. What the caller does with a
- * stream still undecided at its byte bound or its deadline is its own rule; the inbound takes it
- * as HTTP/1 (then 400, 408 or 431 from the strict parser), since a line that long or that slow
- * may still be one a lenient application parser accepts.
+ * The answer needs the whole first line; `need-more` until then. A stream still undecided at the
+ * caller's byte bound or deadline is judged by {@link detectHttpUndecided}: a slow or long line
+ * that may still become a request some server serves is HTTP/1 (the strict parser then answers
+ * 400, 408 or 431), or a client could send the rest after the deadline, through as opaque bytes.
  */
 
 /** Result of {@link detectHttp}. */
@@ -35,6 +37,13 @@ export const HTTP2_PREFACE = 'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n';
 
 const H2_PREFACE = Buffer.from(HTTP2_PREFACE, 'latin1');
 const LF = 0x0a;
+const HYPHEN = 0x2d;
+const UNDERSCORE = 0x5f;
+
+/** Whether a byte can start a request target: `/`, `*`, or the `h` of `http://` / `https://`. */
+function mayStartTarget(c: number): boolean {
+  return c === 0x2f || c === 0x2a || (c | 0x20) === 0x68;
+}
 
 /** Bytes Python's `str.split()` splits a Latin-1 request line on (LF ends the line). */
 const WS = new Uint8Array(256);
@@ -75,6 +84,20 @@ export function detectHttp(buf: Uint8Array): HttpDetection {
   if (p === n) return 'need-more';
   if (WS[buf[p]!] !== 1) return 'not-http';
   const methodIsGet = p - methodStart === 3 && buf[methodStart] === 0x47 && buf[methodStart + 1] === 0x45 && buf[methodStart + 2] === 0x54;
+  // A method no server dispatches by name (Python and nginx want upper case) followed by a word
+  // that cannot start a target (Go, which takes any token, wants `/…`, `*` or an absolute URI): no
+  // server serves the line, whatever follows, so a text protocol's `hello 9002` need not wait for
+  // its line end (or the deadline) to go through.
+  let upper = true;
+  for (let k = methodStart; k < p && upper; k++) {
+    const m = buf[k]!;
+    upper = (m >= 0x41 && m <= 0x5a) || m === HYPHEN || m === UNDERSCORE;
+  }
+  if (!upper) {
+    let q = p;
+    while (q < n && buf[q] !== LF && WS[buf[q]!] === 1) q++;
+    if (q < n && buf[q] !== LF && !mayStartTarget(buf[q]!)) return 'not-http';
+  }
 
   let words = 1;
   let version = false;
@@ -89,4 +112,40 @@ export function detectHttp(buf: Uint8Array): HttpDetection {
     if (p - start >= 5 && isVersionWord(buf, start)) version = true;
   }
   return version || (words === 2 && methodIsGet) ? 'http1' : 'not-http';
+}
+
+/** `http://` and `https://`, the absolute-form targets a server takes. */
+const ABSOLUTE_PREFIXES = [Buffer.from('http://', 'latin1'), Buffer.from('https://', 'latin1')];
+
+/**
+ * The verdict on a stream {@link detectHttp} still needed more of when the caller stopped waiting
+ * (its deadline or its byte bound): `http1` when the unfinished first line may still become a
+ * request that some server serves — nothing but a token yet, an upper-case method and anything,
+ * or a token and the start of a target (`/…`, `*`, `http://…`, `https://…`); `not-http` when a
+ * lower-case `h…` word turned out no absolute URI, or when `detectHttp` has decided already.
+ */
+export function detectHttpUndecided(buf: Uint8Array): HttpDetection {
+  const d = detectHttp(buf);
+  if (d !== 'need-more') return d;
+  const n = buf.length;
+  let p = 0;
+  while (p < n && WS[buf[p]!] === 1) p++;
+  let upper = true;
+  while (p < n && TCHAR[buf[p]!] === 1) {
+    const m = buf[p++]!;
+    upper &&= (m >= 0x41 && m <= 0x5a) || m === HYPHEN || m === UNDERSCORE;
+  }
+  while (p < n && buf[p] !== LF && WS[buf[p]!] === 1) p++;
+  if (p === n || upper) return 'http1';
+  const c = buf[p];
+  if (c === 0x2f /* / */ || c === 0x2a /* * */) return 'http1';
+  let end = p;
+  while (end < n && WS[buf[end]!] !== 1) end++;
+  for (const prefix of ABSOLUTE_PREFIXES) {
+    const m = Math.min(end - p, prefix.length);
+    let k = 0;
+    while (k < m && (buf[p + k]! | (k < 5 ? 0x20 : 0)) === prefix[k]) k++;
+    if (k === m) return 'http1';
+  }
+  return 'not-http';
 }

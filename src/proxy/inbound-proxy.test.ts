@@ -370,6 +370,21 @@ describe('InboundProxy: application ports, plaintext', () => {
     assert.equal(app.connections, appBefore, 'the application saw a connection');
   });
 
+  it('forwards as TCP a stream whose line, unfinished at the HTTP detect deadline, can become no request', async () => {
+    policies.set(portA, mkServer(detect(150), [anyone]));
+    const c = await plain(portA);
+    // A text protocol waiting for its answer: `hello 9002` could only become `hello 9002 HTTP/1.1`, which no server serves.
+    await expectEcho(c, 'hello 9002');
+  });
+
+  it('after a silent HTTP detection, lets first bytes that can become no request through once the detect deadline passes', async () => {
+    policies.set(portA, mkServer(detect(150), [anyone]));
+    const s0 = proxy.stats();
+    const c = await tls(portA, meshClient(x));
+    await waitFor(() => proxy.stats().tcpAuthzAllow > s0.tcpAuthzAllow, 'the silent stream to be forwarded', WAIT_MS);
+    await expectEcho(c, 'hello 9002');
+  });
+
   it('handles garbage as plaintext on every connection-level protocol, never crashing', async () => {
     let seed = 42;
     const random = (n: number) =>

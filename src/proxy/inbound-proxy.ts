@@ -16,8 +16,9 @@
  * Local mode puts every pod on a loopback address, so loopback clients are not special-cased: the
  * bytes decide. Then by the port's protocol: `http1`/`http2`/`grpc` → HTTP; `detect` → HTTP
  * detection within the policy's detect timeout (lenient: detect-http), HTTP → HTTP, not HTTP →
- * TCP, still undecided at the deadline or the byte bound → HTTP/1 when bytes came (the strict
- * parser answers), TCP when none did; `tls`, `opaque` and passthrough TLS → TCP.
+ * TCP, still undecided at the deadline or the byte bound → HTTP/1 when the line may still become
+ * a request (the strict parser answers), else TCP, and TCP when no byte came; `tls`, `opaque` and
+ * passthrough TLS → TCP.
  *
  * Mesh port: mTLS to our name with a client identity and ALPN `transport.l5d.io/v1`, else closed
  * ("direct connections must be mutually authenticated"); then the transport header names the
@@ -76,7 +77,7 @@ import {
 } from '../core/index.js';
 import { errorMessage, hasCode, type Logger, MeshError, silentLogger } from '../shared/index.js';
 import { CLIENT_HELLO_MAX_PREFIX_BYTES, type ClientHelloSniff, sniffClientHello } from './client-hello.js';
-import { detectHttp, HTTP1_MAX_REQUEST_LINE_BYTES, type HttpDetection } from './detect-http.js';
+import { detectHttp, detectHttpUndecided, HTTP1_MAX_REQUEST_LINE_BYTES, type HttpDetection } from './detect-http.js';
 import { InboundConnectionTracker, type PolicySubscriptions } from './inbound-connection-tracker.js';
 import { forwardTcp } from './inbound-forward.js';
 import { InboundHttp, type InboundHttpSettings } from './inbound-http.js';
@@ -267,6 +268,10 @@ function decideTransportHeader(buf: Buffer): HeaderDecision | 'need-more' {
 
 function decideHttp(buf: Buffer): HttpDetection {
   return detectHttp(buf);
+}
+
+function firstByte(buf: Buffer): true | 'need-more' {
+  return buf.length > 0 ? true : 'need-more';
 }
 
 function noop(): void {}
@@ -757,13 +762,13 @@ export class InboundProxy {
           this.#destroy(conn);
           return;
         }
-        // Undecided at the deadline or the byte bound, with bytes: HTTP/1, for the strict parser to
-        // answer (400 / 408 / 431), since a lenient application parser may still take it as a request
-        // (detect-http). Nothing at all by the deadline: a server-speaks-first protocol, TCP.
-        const detected = 'result' in r ? r.result : r.buffer.length > 0 ? 'http1' : 'not-http';
+        // Undecided at the deadline or the byte bound: HTTP/1 when the line may still become a
+        // request (the strict parser answers 400 / 408 / 431), else TCP (detect-http). Nothing at
+        // all by the deadline: a server-speaks-first protocol, TCP.
+        const detected = 'result' in r ? r.result : r.buffer.length > 0 ? detectHttpUndecided(r.buffer) : 'not-http';
         if (detected === 'http1' || detected === 'http2') this.#handleHttp(conn, client, detected, 'detect');
         else if (fallback !== undefined) this.#handleHttp(conn, client, fallback, 'protocol');
-        else this.#authorizeTcp(conn, client, !('result' in r));
+        else this.#authorizeTcp(conn, client, 'result' in r ? undefined : timeoutMs);
       },
       (e: unknown) => this.#bug(conn, e),
     );
@@ -869,10 +874,11 @@ export class InboundProxy {
 
   /**
    * Connection-level authorization (§4.5) and, on a permit, forwarding to the application. After a
-   * silent HTTP detection (`afterSilence`: the server may speak first) the client's first bytes
-   * are still checked: HTTP then closes the connection, or it would reach the application unchecked.
+   * silent HTTP detection (`afterSilence`: its timeout; the server may speak first) the client's
+   * first bytes are still checked: HTTP then closes the connection, or it would reach the
+   * application unchecked.
    */
-  #authorizeTcp(conn: Conn, client: ClientInfo, afterSilence = false): void {
+  #authorizeTcp(conn: Conn, client: ClientInfo, afterSilence?: number): void {
     // The proxy's own ports (the admin port named by a transport header) speak HTTP only, to the
     // proxy: a stream for them is never relayed to whatever listens on the application's host.
     if (this.#isProxyPort(conn.port)) {
@@ -904,7 +910,7 @@ export class InboundProxy {
     conn.tracked = true;
     this.#tracker.add(port, conn, client);
     this.#established(conn, client);
-    const gate = afterSilence ? this.#notHttpGate(conn) : undefined;
+    const gate = afterSilence !== undefined ? this.#notHttpGate(conn, afterSilence) : undefined;
     conn.upstream = forwardTcp(
       conn.front,
       { host: this.#appHostOf(port, conn.podIp), port: this.#appPortOf(port) },
@@ -917,13 +923,22 @@ export class InboundProxy {
     });
   }
 
-  /** Resolves true once the client's first bytes rule HTTP out; false (the connection failed) when they are HTTP or undecided. */
-  #notHttpGate(conn: Conn): Promise<boolean> {
-    return readPrefix(conn.front, decideHttp, { timeoutMs: this.#tcpIdleTimeoutMs, maxBytes: HTTP1_MAX_REQUEST_LINE_BYTES }).then((r) => {
-      if ('result' in r && r.result === 'not-http') return true;
-      if (!('closed' in r) && !conn.closed) this.#fail(conn, 'http after detect timeout');
+  /**
+   * Resolves true once the client's first bytes rule HTTP out (judged as by `#detectHttp`, within
+   * `timeoutMs` of the first byte, which may take as long as the idle timeout); false (the
+   * connection failed) when they are HTTP, or none come.
+   */
+  async #notHttpGate(conn: Conn, timeoutMs: number): Promise<boolean> {
+    const first = await readPrefix(conn.front, firstByte, { timeoutMs: this.#tcpIdleTimeoutMs, maxBytes: 1 });
+    if (!('result' in first)) {
+      if (!('closed' in first) && !conn.closed) this.#fail(conn, 'tcp idle timeout');
       return false;
-    });
+    }
+    const r = await readPrefix(conn.front, decideHttp, { timeoutMs, maxBytes: HTTP1_MAX_REQUEST_LINE_BYTES });
+    if ('closed' in r) return false;
+    if (('result' in r ? r.result : detectHttpUndecided(r.buffer)) === 'not-http') return true;
+    if (!conn.closed) this.#fail(conn, 'http after detect timeout');
+    return false;
   }
 
   /** A policy update revoked a forwarded connection (§4.8). */
