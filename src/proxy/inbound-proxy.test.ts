@@ -15,7 +15,7 @@ import type { Authorization, ClientAuthentication, InboundServer, Network, Proxy
 import type { WorkloadCertificate } from '../identity/index.js';
 import { HTTP2_PREFACE } from './detect-http.js';
 import { mkTestMesh, TempDirs, type TestMesh, waitFor, within } from './identity-test-helpers.js';
-import { type InboundHttpConnection, InboundProxy, type InboundProxyOptions } from './inbound-proxy.js';
+import { defaultMaxConnections, INBOUND_MAX_CONNECTIONS, type InboundHttpConnection, InboundProxy, type InboundProxyOptions } from './inbound-proxy.js';
 import type { InboundErrorReason, InboundStats } from './inbound-stats.js';
 import { FakePolicies } from './policy-test-helpers.js';
 import { MeshTlsContext, meshClientOptions, TRANSPORT_HEADER_ALPN } from './tls-context.js';
@@ -722,6 +722,14 @@ describe('InboundProxy: resources', () => {
     await waitFor(() => p.stats().accepted === 6, 'the proxy to accept it', WAIT_MS);
     assert.deepEqual(p.stats().tcpErrors, { 'unfinished connection limit': 2 });
     for (const c of [...conns.slice(2), later]) assert.equal(c.socket.destroyed, false);
+  });
+
+  it('bounds connections by default from the descriptor limit, and at most 10,000', () => {
+    assert.equal(defaultMaxConnections(20_000), 9488);
+    assert.equal(defaultMaxConnections(1_048_576), INBOUND_MAX_CONNECTIONS);
+    assert.equal(INBOUND_MAX_CONNECTIONS, 10_000);
+    assert.equal(defaultMaxConnections(1024), 64);
+    assert.equal(defaultMaxConnections(undefined), 4096);
   });
 
   it('at maxConnections sheds plaintext before meshed connections, and never a meshed one for another', async () => {
