@@ -35,20 +35,18 @@
  * A controller that is unreachable (at start or later) only delays readiness or updates: both
  * clients retry with backoff and log warnings, and what was received stays in force.
  */
-import { X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { DestinationClient, InboundPolicyClient, serverToProtoJson } from '../api/index.js';
+import { DestinationClient, InboundPolicyClient } from '../api/index.js';
 import { type CompileServerOptions, localhostAuthz, type Network, serviceAccountIdentity } from '../core/index.js';
-import type { WorkloadCertificate } from '../identity/index.js';
-import { Backoff, type BackoffOptions, errorMessage, type Logger, MeshError, silentLogger } from '../shared/index.js';
+import { Backoff, type BackoffOptions, errorMessage, type Logger, silentLogger } from '../shared/index.js';
 import { ADMIN_POLICY_PORT, AdminServer } from './admin-server.js';
 import { type ProxyIdentity, startProxyIdentity } from './identity-bootstrap.js';
 import { InboundHttp } from './inbound-http.js';
-import { InboundProxy } from './inbound-proxy.js';
+import { type InboundHttpHandler, InboundProxy } from './inbound-proxy.js';
 import { InboundStatsCounter } from './inbound-stats.js';
 import { MetricsRegistry, registerReadFamily } from './metric-cells.js';
 import { gcCounting } from './metrics-gc.js';
-import { registerIdentityMetrics } from './metrics-identity.js';
+import { type IdentityMetrics, registerIdentityMetrics } from './metrics-identity.js';
 import { InboundMetrics } from './metrics-inbound.js';
 import { OutboundMetrics } from './metrics-outbound.js';
 import type { TransportMetrics } from './metrics-transport.js';
@@ -57,6 +55,8 @@ import { DEFAULT_MESH_PORT, OutboundConnector } from './outbound-connector.js';
 import { OutboundProxy } from './outbound-proxy.js';
 import { DestinationCache } from './outbound-resolver.js';
 import { type PolicyDiscoveryOptions, PolicyWatcher } from './policy-watch.js';
+import { makeDebugPolicies } from './proxy-debug-policies.js';
+import { ProxyReadiness } from './proxy-readiness.js';
 import { RotatingMeshTls } from './proxy-tls.js';
 
 /** A host and port to listen on (port 0 = any free port). */
@@ -223,22 +223,6 @@ export interface ProxyDebugPolicies {
 const DEFAULT_POLICY_BACKOFF: BackoffOptions = { minMs: 100, maxMs: 5_000 };
 const DEFAULT_IDENTITY_BACKOFF: BackoffOptions = { minMs: 500, maxMs: 10_000 };
 
-/** Serial numbers by certificate object (parsed once per certificate). */
-const serials = new WeakMap<WorkloadCertificate, string>();
-
-function certificateInfo(cert: WorkloadCertificate): ProxyCertificateInfo {
-  let serial = serials.get(cert);
-  if (serial === undefined) {
-    serial = new X509Certificate(cert.certPem).serialNumber;
-    serials.set(cert, serial);
-  }
-  return { identity: cert.identity, notAfter: new Date(cert.notAfterMs).toISOString(), serial };
-}
-
-function hostPort(host: string, port: number): string {
-  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
-}
-
 /** Throws RangeError for inbound ports that cannot work. */
 function checkInbound(inbound: readonly ProxyInboundPort[]): void {
   const seen = new Set<number>();
@@ -264,21 +248,112 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
   checkInbound(opts.inbound);
   // First: without the addon transparent mode cannot work, and nothing has been started yet.
   const originalDst = opts.transparent === true ? (opts.originalDstReader ?? loadOriginalDst()) : undefined;
+  const ctx = proxyContext(opts, originalDst);
+  const { log, tls } = ctx;
+  const identity = startIdentity(ctx);
+  const identityMetrics = registerIdentityMetrics(ctx.registry, () => tls.certificate);
+  const readiness = new ProxyReadiness(
+    () => hasLiveCertificate(tls) && policies.watcher.isReady(),
+    () => log.info({ identity: ctx.identityName, ports: policies.watcher.ports, gcPauses: gcCounting() }, 'proxy ready'),
+  );
+  const policies = watchPolicies(ctx, () => readiness.check());
+  useRotatedCertificates(ctx, identity, identityMetrics, () => readiness.check());
+
+  let bound: ProxyBoundPorts | undefined;
+  const inbound = makeInbound(ctx, policies.watcher, { adminHttp: (conn) => admin.handleHttp(conn), bound: () => bound });
+  const debugPolicies = makeDebugPolicies({
+    opts,
+    identity: ctx.identityName,
+    transparent: originalDst !== undefined,
+    watcher: policies.watcher,
+    tls,
+    isReady: () => readiness.isReady(),
+    bound: () => bound,
+  });
+  const admin = makeAdmin(ctx, { watcher: policies.watcher, metrics: inbound.metrics, readiness, debugPolicies });
+  const outbound =
+    opts.outbound === undefined
+      ? undefined
+      : makeOutbound(
+          opts.outbound,
+          opts,
+          tls,
+          log,
+          originalDst,
+          inbound.metrics.transport,
+          new OutboundMetrics({ registry: ctx.registry, http: inbound.metrics.http }),
+        );
+
+  const close = async (): Promise<void> => {
+    if (!readiness.close()) return;
+    policies.watcher.stop();
+    identity.stop();
+    await Promise.all([admin.close(), inbound.proxy.close(), outbound?.close()]);
+    inbound.http.close();
+    policies.client.close();
+  };
+
+  try {
+    bound = await bindListeners(opts, originalDst !== undefined, { inbound: inbound.proxy, admin, outbound: outbound?.proxy });
+  } catch (e) {
+    await close();
+    throw e;
+  }
+  const ports = bound;
+  // A certificate or the policies may have arrived while the listeners were bound.
+  readiness.check();
+
+  return {
+    identity: ctx.identityName,
+    ports,
+    inbound: inbound.proxy,
+    outbound: outbound?.proxy,
+    registry: ctx.registry,
+    isReady: () => readiness.isReady(),
+    ready: () => readiness.wait(),
+    debugPolicies,
+    close,
+  };
+}
+
+/** What every part of a proxy is built from. */
+interface ProxyContext {
+  readonly opts: ProxyOptions;
+  readonly log: Logger;
+  readonly registry: MetricsRegistry;
+  /** This proxy's mesh identity. */
+  readonly identityName: string;
+  readonly domain: { readonly controlPlaneNamespace: string; readonly trustDomain: string };
+  /** Rejects trust anchors that do not parse (`ERR_IDENTITY_ANCHORS`). */
+  readonly tls: RotatingMeshTls;
+  /** Set in transparent mode. */
+  readonly originalDst: OriginalDstReader | undefined;
+  /** How policies are compiled (the `default:localhost` networks), for the pod ports and the admin port alike. */
+  readonly compile: CompileServerOptions | undefined;
+}
+
+function proxyContext(opts: ProxyOptions, originalDst: OriginalDstReader | undefined): ProxyContext {
   const log = opts.logger ?? silentLogger();
   const registry = opts.registry ?? new MetricsRegistry({ processMetrics: true });
   const domain = { controlPlaneNamespace: opts.controlPlaneNamespace, trustDomain: opts.trustDomain };
   const identityName = serviceAccountIdentity(domain, opts.namespace, opts.serviceAccount);
-  const cp = opts.controlPlaneNamespace;
   const tls = new RotatingMeshTls(opts.trustAnchorsPem);
-  const readyWaiters = new Set<{ resolve: () => void; reject: (e: unknown) => void }>();
-  let closed = false;
-  let wasReady = false;
+  const compile: CompileServerOptions | undefined = opts.localhostNetworks !== undefined ? { localhost: localhostAuthz(opts.localhostNetworks) } : undefined;
+  return { opts, log, registry, identityName, domain, tls, originalDst, compile };
+}
 
+function hasLiveCertificate(tls: RotatingMeshTls): boolean {
+  const cert = tls.certificate;
+  return cert !== undefined && cert.notAfterMs > Date.now();
+}
+
+/** Begins obtaining this proxy's certificate from the identity service (and renewing it). */
+function startIdentity({ opts, log, identityName, domain }: ProxyContext): ProxyIdentity {
   const tokenFile = opts.tokenFile;
-  const identity: ProxyIdentity = startProxyIdentity({
+  return startProxyIdentity({
     identity: identityName,
     identityAddress: opts.identityAddress,
-    identityServerName: serviceAccountIdentity(domain, cp, 'linkerd-identity'),
+    identityServerName: serviceAccountIdentity(domain, opts.controlPlaneNamespace, 'linkerd-identity'),
     trustAnchorsPem: opts.trustAnchorsPem,
     // Projected tokens rotate, so the file is read for every request; a trailing newline is not part of it.
     tokenSource: async () => new TextEncoder().encode((await readFile(tokenFile, 'utf8')).trim()),
@@ -287,42 +362,10 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
     ...(opts.minRefreshMs !== undefined ? { minRefreshMs: opts.minRefreshMs } : {}),
     ...(opts.maxRefreshMs !== undefined ? { maxRefreshMs: opts.maxRefreshMs } : {}),
   });
-  const identityMetrics = registerIdentityMetrics(registry, () => tls.certificate);
+}
 
-  const policyClient = new InboundPolicyClient({
-    address: opts.policyAddress,
-    tls: { caPem: opts.trustAnchorsPem, serverName: serviceAccountIdentity(domain, cp, 'linkerd-destination') },
-  });
-  const podPorts = opts.inbound.map((p) => p.podPort);
-  const isReady = (): boolean => {
-    const cert = tls.certificate;
-    return cert !== undefined && cert.notAfterMs > Date.now() && watcher.isReady();
-  };
-  const checkReady = (): void => {
-    if (closed || !isReady()) return;
-    if (!wasReady) {
-      wasReady = true;
-      log.info({ identity: identityName, ports: watcher.ports, gcPauses: gcCounting() }, 'proxy ready');
-    }
-    for (const w of readyWaiters) w.resolve();
-    readyWaiters.clear();
-  };
-  const compile: CompileServerOptions | undefined = opts.localhostNetworks !== undefined ? { localhost: localhostAuthz(opts.localhostNetworks) } : undefined;
-  const watcher = new PolicyWatcher({
-    client: policyClient,
-    workload: JSON.stringify({ ns: opts.namespace, pod: opts.pod }),
-    ports: [...podPorts, ADMIN_POLICY_PORT],
-    backoff: opts.policyBackoff ?? DEFAULT_POLICY_BACKOFF,
-    ...opts.policyDiscovery,
-    logger: log,
-    ...(compile !== undefined ? { compile } : {}),
-    onUpdate: (port, next) => {
-      const m = next.server.meta;
-      log.info({ port, server: `${m.kind}:${m.name}`, authorizations: next.server.authorizations.length, invalid: next.invalid }, 'inbound policy in force');
-      checkReady();
-    },
-  });
-
+/** Puts each renewed certificate in use for later handshakes; a certificate that does not load leaves the previous one. */
+function useRotatedCertificates({ log, tls, identityName }: ProxyContext, identity: ProxyIdentity, metrics: IdentityMetrics, onRotated: () => void): void {
   identity.onRotated((cert) => {
     try {
       tls.use(cert);
@@ -330,10 +373,51 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
       log.error({ identity: identityName, err: errorMessage(e) }, 'certificate does not load; keeping the previous one');
       return;
     }
-    identityMetrics.onRotated(cert);
-    checkReady();
+    metrics.onRotated(cert);
+    onRotated();
   });
+}
 
+/** The policy client and one watch per pod port and the admin port; `onUpdate` hears of every policy put in force. */
+function watchPolicies(
+  { opts, log, domain, compile }: ProxyContext,
+  onUpdate: () => void,
+): { readonly client: InboundPolicyClient; readonly watcher: PolicyWatcher } {
+  const client = new InboundPolicyClient({
+    address: opts.policyAddress,
+    tls: { caPem: opts.trustAnchorsPem, serverName: serviceAccountIdentity(domain, opts.controlPlaneNamespace, 'linkerd-destination') },
+  });
+  const watcher = new PolicyWatcher({
+    client,
+    workload: JSON.stringify({ ns: opts.namespace, pod: opts.pod }),
+    ports: [...opts.inbound.map((p) => p.podPort), ADMIN_POLICY_PORT],
+    backoff: opts.policyBackoff ?? DEFAULT_POLICY_BACKOFF,
+    ...opts.policyDiscovery,
+    logger: log,
+    ...(compile !== undefined ? { compile } : {}),
+    onUpdate: (port, next) => {
+      const m = next.server.meta;
+      log.info({ port, server: `${m.kind}:${m.name}`, authorizations: next.server.authorizations.length, invalid: next.invalid }, 'inbound policy in force');
+      onUpdate();
+    },
+  });
+  return { client, watcher };
+}
+
+/** What the inbound side is wired to besides the context. */
+interface InboundLinks {
+  /** Serves HTTP streams for the admin port that arrive on the mesh port. */
+  readonly adminHttp: InboundHttpHandler;
+  /** The bound ports, once the listeners are bound. */
+  readonly bound: () => ProxyBoundPorts | undefined;
+}
+
+/** The inbound side: its metrics (shared with the admin and outbound sides), the HTTP stack, and the listeners (not yet bound). */
+function makeInbound(
+  { opts, log, registry, identityName, tls, originalDst }: ProxyContext,
+  watcher: PolicyWatcher,
+  links: InboundLinks,
+): { readonly metrics: InboundMetrics; readonly http: InboundHttp; readonly proxy: InboundProxy } {
   const metrics = new InboundMetrics({ registry, targetIp: opts.listenHost });
   const appPorts = new Map(opts.inbound.map((p) => [p.podPort, p.appPort]));
   const appPortOf = (port: number): number => appPorts.get(port) ?? port;
@@ -342,7 +426,7 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
   // admin server serves that stream itself, with the identity the inbound proxy verified.
   const counter = new InboundStatsCounter();
   const http = new InboundHttp({ policies: watcher, appHost: opts.appHost, appPortOf, logger: log, metrics: metrics.hooks, counter });
-  const inbound = new InboundProxy({
+  const proxy = new InboundProxy({
     identity: identityName,
     tls,
     policies: watcher,
@@ -362,153 +446,90 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
       meshPort: opts.mesh.port,
       // Transparent mode: iptables brings the pod ports' connections to the mesh port.
       appPorts: originalDst !== undefined ? [] : opts.inbound.map((p) => p.listenPort),
-      policyPorts: originalDst !== undefined ? [] : podPorts,
+      policyPorts: originalDst !== undefined ? [] : opts.inbound.map((p) => p.podPort),
     },
     logger: log,
     metrics: metrics.hooks,
     counter,
-    handleHttp: (conn) => (conn.port === ADMIN_POLICY_PORT ? admin.handleHttp(conn) : http.handle(conn)),
+    handleHttp: (conn) => (conn.port === ADMIN_POLICY_PORT ? links.adminHttp(conn) : http.handle(conn)),
     ...(originalDst !== undefined ? { originalDst } : {}),
     // Transparent mode: the proxy's own listeners are never a discovered port (inbound-proxy).
-    isProxyPort: (port) =>
-      port === bound?.admin || port === opts.admin.port || (opts.outbound !== undefined && (port === bound?.outbound || port === opts.outbound.listen.port)),
+    isProxyPort: (port) => {
+      const bound = links.bound();
+      return (
+        port === bound?.admin || port === opts.admin.port || (opts.outbound !== undefined && (port === bound?.outbound || port === opts.outbound.listen.port))
+      );
+    },
   });
+  if (originalDst !== undefined) registerDiscoveryMetrics(registry, watcher, proxy);
+  return { metrics, http, proxy };
+}
 
-  if (originalDst !== undefined) {
-    // Lazy discovery at a glance: how many undeclared ports are watched (against
-    // --inbound-discovery-max-ports) and how many connections wait for a port's first policy.
-    registerReadFamily(
-      registry,
-      'inbound_policy_discovered_ports',
-      'Undeclared inbound ports whose policy is watched, discovered on their first connection.',
-      () => watcher.discoveredCount,
-    );
-    registerReadFamily(
-      registry,
-      'inbound_policy_discovery_waiting_connections',
-      'Connections waiting for the policy of an undeclared inbound port.',
-      () => inbound.discovering,
-    );
-  }
+/**
+ * Lazy discovery at a glance: how many undeclared ports are watched (against
+ * --inbound-discovery-max-ports) and how many connections wait for a port's first policy.
+ */
+function registerDiscoveryMetrics(registry: MetricsRegistry, watcher: PolicyWatcher, inbound: InboundProxy): void {
+  registerReadFamily(
+    registry,
+    'inbound_policy_discovered_ports',
+    'Undeclared inbound ports whose policy is watched, discovered on their first connection.',
+    () => watcher.discoveredCount,
+  );
+  registerReadFamily(
+    registry,
+    'inbound_policy_discovery_waiting_connections',
+    'Connections waiting for the policy of an undeclared inbound port.',
+    () => inbound.discovering,
+  );
+}
 
-  let bound: ProxyBoundPorts | undefined;
-  const debugPolicies = (): ProxyDebugPolicies => {
-    const cert = tls.certificate;
-    const ports: ProxyDebugPort[] = opts.inbound.map((p, i) => {
-      const current = watcher.current(p.podPort);
-      const listenPort = bound?.inbound[i]?.listenPort ?? p.listenPort;
-      return {
-        port: p.podPort,
-        // Transparent mode: every pod port arrives through the mesh listener.
-        listen: originalDst !== undefined ? hostPort(opts.mesh.host, bound?.mesh ?? opts.mesh.port) : hostPort(opts.listenHost, listenPort),
-        app: hostPort(opts.appHost, p.appPort),
-        policy: current === undefined ? null : serverToProtoJson(current.server),
-        ...(current?.invalid !== undefined ? { invalid: current.invalid } : {}),
-      };
-    });
-    const admin = watcher.current(ADMIN_POLICY_PORT);
-    ports.push({
-      port: ADMIN_POLICY_PORT,
-      listen: hostPort(opts.admin.host, bound?.admin ?? opts.admin.port),
-      app: null,
-      policy: admin === undefined ? null : serverToProtoJson(admin.server),
-      ...(admin?.invalid !== undefined ? { invalid: admin.invalid } : {}),
-      ...(admin === undefined ? { fallback: true } : {}),
-    });
-    for (const port of watcher.discoveredPorts) {
-      const current = watcher.current(port);
-      ports.push({
-        port,
-        listen: hostPort(opts.mesh.host, bound?.mesh ?? opts.mesh.port),
-        // The pod's address: where connections to an undeclared port arrive (appHostOf above).
-        app: hostPort(opts.listenHost, port),
-        policy: current === undefined ? null : serverToProtoJson(current.server),
-        ...(current?.invalid !== undefined ? { invalid: current.invalid } : {}),
-        discovered: true,
-      });
-    }
-    return {
-      workload: { namespace: opts.namespace, pod: opts.pod },
-      identity: identityName,
-      ready: isReady(),
-      certificate: cert === undefined ? null : certificateInfo(cert),
-      ports,
-    };
-  };
-
-  const admin = new AdminServer({
+/** The admin server (not yet bound), authorizing by the port-4191 policy. */
+function makeAdmin(
+  { opts, log, registry, identityName, tls, compile }: ProxyContext,
+  parts: {
+    readonly watcher: PolicyWatcher;
+    readonly metrics: InboundMetrics;
+    readonly readiness: ProxyReadiness;
+    readonly debugPolicies: () => ProxyDebugPolicies;
+  },
+): AdminServer {
+  return new AdminServer({
     host: opts.admin.host,
     port: opts.admin.port,
-    policies: watcher,
-    isReady,
+    policies: parts.watcher,
+    isReady: () => parts.readiness.isReady(),
     registry,
-    debugPolicies,
+    debugPolicies: parts.debugPolicies,
     // Mesh TLS to this proxy's name is terminated on the admin port too (a meshed scraper
     // connecting to it directly): its requests are authorized with the client's identity.
     identity: identityName,
     tls,
-    metrics: metrics.hooks,
+    metrics: parts.metrics.hooks,
     logger: log,
     ...(compile !== undefined ? { compile } : {}),
   });
+}
 
-  const outbound =
-    opts.outbound === undefined
-      ? undefined
-      : makeOutbound(opts.outbound, opts, tls, log, originalDst, metrics.transport, new OutboundMetrics({ registry, http: metrics.http }));
-
-  const close = async (): Promise<void> => {
-    if (closed) return;
-    closed = true;
-    const err = new MeshError('ERR_PROXY_CLOSED', 'the proxy was closed');
-    for (const w of readyWaiters) w.reject(err);
-    readyWaiters.clear();
-    watcher.stop();
-    identity.stop();
-    await Promise.all([admin.close(), inbound.close(), outbound?.close()]);
-    http.close();
-    policyClient.close();
-  };
-
-  try {
-    const inboundPorts = await inbound.start();
-    const adminPort = await admin.start();
-    const outboundPort = await outbound?.proxy.start();
-    bound = {
-      mesh: inboundPorts.meshPort,
-      admin: adminPort,
-      ...(outboundPort === undefined ? {} : { outbound: outboundPort }),
-      inbound: opts.inbound.map((p, i) => ({
-        podPort: p.podPort,
-        listenPort: originalDst !== undefined ? inboundPorts.meshPort : (inboundPorts.appPorts[i] ?? p.listenPort),
-        appHost: opts.appHost,
-        appPort: p.appPort,
-      })),
-    };
-  } catch (e) {
-    await close();
-    throw e;
-  }
-  const ports = bound;
-  // A certificate or the policies may have arrived while the listeners were bound.
-  checkReady();
-
+/** Binds the inbound listeners, then the admin server, then the outbound proxy; resolves with the ports bound. */
+async function bindListeners(
+  opts: ProxyOptions,
+  transparent: boolean,
+  servers: { readonly inbound: InboundProxy; readonly admin: AdminServer; readonly outbound: OutboundProxy | undefined },
+): Promise<ProxyBoundPorts> {
+  const inboundPorts = await servers.inbound.start();
+  const adminPort = await servers.admin.start();
+  const outboundPort = await servers.outbound?.start();
   return {
-    identity: identityName,
-    ports,
-    inbound,
-    outbound: outbound?.proxy,
-    registry,
-    isReady,
-    ready: () => {
-      if (closed) return Promise.reject(new MeshError('ERR_PROXY_CLOSED', 'the proxy was closed'));
-      if (isReady()) return Promise.resolve();
-      return new Promise<void>((resolve, reject) => {
-        readyWaiters.add({ resolve, reject });
-      });
-    },
-    debugPolicies,
-    close,
+    mesh: inboundPorts.meshPort,
+    admin: adminPort,
+    ...(outboundPort === undefined ? {} : { outbound: outboundPort }),
+    inbound: opts.inbound.map((p, i) => ({
+      podPort: p.podPort,
+      listenPort: transparent ? inboundPorts.meshPort : (inboundPorts.appPorts[i] ?? p.listenPort),
+      appHost: opts.appHost,
+      appPort: p.appPort,
+    })),
   };
 }
 
