@@ -756,6 +756,36 @@ describe('InboundProxy: resources', () => {
     for (const m of [a, b, d]) await expectEcho(m, 'meshed still served\n');
   });
 
+  it('at maxConnections sheds the oldest plaintext connection before a newer handshake in progress', async () => {
+    // An attacker holding the limit in plaintext connections, still opening more, must not cut a
+    // meshed client's connection that is mid-handshake: the oldest connection without a verified
+    // identity goes, whether finished or not.
+    const p = new InboundProxy(proxyOptions({ listen: { host: HOST, meshPort: 0, appPorts: [0, 0] }, limits: { maxConnections: 3 } }));
+    extraProxies.push(p);
+    const [meshedPort, plainPort] = (await p.start()).appPorts as [number, number];
+    policies.set(meshedPort, mkServer(TLS, [anyone]));
+    policies.set(plainPort, mkServer(OPAQUE, [anyone]));
+    const held1 = await plain(plainPort);
+    await expectEcho(held1, 'held 1\n');
+    const held2 = await plain(plainPort);
+    await expectEcho(held2, 'held 2\n');
+    // The meshed client's TCP connection is accepted; its ClientHello has not come yet.
+    const tcp = netConnect({ host: HOST, port: meshedPort, localAddress: FROM });
+    tcp.on('error', () => {});
+    clients.add(tcp);
+    tcp.once('close', () => clients.delete(tcp));
+    await within(once(tcp, 'connect'), WAIT_MS, 'a plaintext connect');
+    await waitFor(() => p.stats().accepted === 3, 'the proxy to accept it', WAIT_MS);
+    const held3 = await plain(plainPort);
+    await within(held1.closed, WAIT_MS, 'the oldest plaintext connection to be shed');
+    const meshed = probe(tlsConnect({ ...meshClient(x), socket: tcp }));
+    await within(eventOrClose(meshed, 'secureConnect'), WAIT_MS, 'a TLS connect');
+    await expectEcho(meshed, 'handshake finished after the limit was reached\n');
+    assert.equal(held2.socket.destroyed, false);
+    await expectEcho(held3, 'held 3\n');
+    assert.deepEqual(p.stats().tcpErrors, { 'connection limit': 1 });
+  });
+
   it('closes a forwarded TCP connection idle for tcpIdleTimeoutMs, and not one that carries bytes', async () => {
     const p = new InboundProxy(proxyOptions({ listen: { host: HOST, meshPort: 0, appPorts: [0] }, limits: { tcpIdleTimeoutMs: 300 } }));
     extraProxies.push(p);

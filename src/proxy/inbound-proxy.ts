@@ -57,8 +57,8 @@
  *
  * Limits (`limits`, {@link InboundLimits}): at most `maxUnfinished` connections still detecting,
  * handshaking or waiting for a transport header (the oldest is shed for a new one), at most
- * `maxConnections` in all (unfinished ones shed first, then plaintext ones, oldest first; a
- * connection with a verified mesh identity is never shed, a new one is refused instead), and a
+ * `maxConnections` in all (the oldest connection without a verified mesh identity is shed, finished
+ * or not; a meshed one never is, a new one is refused instead), and a
  * forwarded TCP connection idle both ways for `tcpIdleTimeoutMs` is closed.
  */
 import { readFileSync } from 'node:fs';
@@ -217,10 +217,12 @@ export interface InboundProxyOptions {
 }
 
 /**
- * How many connections the proxy holds and for how long. Overload rule: unfinished connections
- * (still detecting, in the TLS handshake or waiting for a transport header: an attacker's cheapest
- * way to hold memory) go first, oldest first; then established connections without a verified
- * mesh identity (plaintext), oldest first; a connection with a verified mesh identity is never
+ * How many connections the proxy holds and for how long. Overload rule: beyond `maxUnfinished`
+ * connections still detecting, in the TLS handshake or waiting for a transport header (an
+ * attacker's cheapest way to hold memory), the oldest of them goes; at `maxConnections`, the
+ * oldest connection without a verified mesh identity goes, unfinished or plaintext (by accept
+ * order: a healthy client's handshake in progress is younger than an attacker's held connections,
+ * so their newer connections cannot cut it); a connection with a verified mesh identity is never
  * shed for another, and when only those are left a new connection is refused.
  */
 export interface InboundLimits {
@@ -305,6 +307,8 @@ function isTimerMs(ms: number): boolean {
 /** One accepted connection, from accept to close. */
 interface Conn {
   readonly raw: Socket;
+  /** Accept order: which of two connections is older. */
+  readonly seq: number;
   readonly ip: ParsedIp;
   /** Accepted on the mesh port (§4.2). */
   readonly direct: boolean;
@@ -334,6 +338,12 @@ interface Conn {
 function oldest(set: Set<Conn>): Conn | undefined {
   for (const c of set) return c;
   return undefined;
+}
+
+function older(a: Conn | undefined, b: Conn | undefined): Conn | undefined {
+  if (a === undefined) return b;
+  if (b === undefined) return a;
+  return a.seq < b.seq ? a : b;
 }
 
 /**
@@ -553,6 +563,7 @@ export class InboundProxy {
     const target = direct && this.#originalDst !== undefined ? this.#originalDestinationPort(raw) : port;
     const isDirect = direct && target === port;
     const conn: Conn = {
+      seq: this.#counter.accepted,
       raw,
       ip,
       direct: isDirect,
@@ -595,7 +606,7 @@ export class InboundProxy {
   #admit(conn: Conn): boolean {
     if (this.#unfinished.size >= this.#maxUnfinished) this.#shed(oldest(this.#unfinished) as Conn, 'unfinished connection limit');
     if (this.#conns.size >= this.#maxConnections) {
-      const victim = oldest(this.#unfinished) ?? oldest(this.#plaintext);
+      const victim = older(oldest(this.#unfinished), oldest(this.#plaintext));
       if (victim === undefined) return false;
       this.#shed(victim, 'connection limit');
     }
