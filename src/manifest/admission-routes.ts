@@ -2,12 +2,14 @@
  * Webhook rules shared by HTTPRoute (both groups) and GRPCRoute: absolute paths, valid header
  * names/values, compiling regexes, sane timeouts, hostnames, ported Service backends.
  */
-import { GATEWAY_GROUP, POLICY_GROUP } from '../core/index.js';
-import type { Reject } from './admission.js';
+import { type DiagnosticCode, GATEWAY_GROUP, POLICY_GROUP } from '../core/index.js';
 import { parseGoDurationMs } from './go-duration.js';
 import type { BackendRefSpec, GRPCRoute, HTTPRoute, RouteFilterSpec, ValueMatchSpec } from './types.js';
 
 type Path = readonly (string | number)[];
+
+/** Reports one rejection at a field path of the resource under review. */
+export type Reject = (code: DiagnosticCode, params: Readonly<Record<string, string | number>>, path: Path) => void;
 
 const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const HEADER_VALUE_FORBIDDEN = /[\r\n\0]/;

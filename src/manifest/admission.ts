@@ -5,7 +5,6 @@
  */
 import {
   type Diagnostic,
-  type DiagnosticCode,
   diagnostic,
   formatNet,
   GATEWAY_GROUP,
@@ -15,7 +14,7 @@ import {
   netContainsNet,
   POLICY_GROUP,
 } from '../core/index.js';
-import { admitRoute } from './admission-routes.js';
+import { admitRoute, type Reject } from './admission-routes.js';
 import { parseDefaultPolicy } from './annotations.js';
 import type { DecodeResult, DocumentRef } from './decode.js';
 import type { AuthorizationPolicy, MeshTLSAuthentication, Resource, Server, ServerAuthorization } from './types.js';
@@ -35,8 +34,7 @@ export interface AdmissionVerdict {
   readonly diagnostics: Diagnostic[];
 }
 
-/** Reports one rejection at a field path of the resource under review. */
-export type Reject = (code: DiagnosticCode, params: Readonly<Record<string, string | number>>, path: readonly (string | number)[]) => void;
+export type { Reject } from './admission-routes.js';
 
 /**
  * The webhook's verdict on any decoded document: kinds it does not handle are admitted, objects
