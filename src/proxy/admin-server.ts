@@ -62,7 +62,8 @@ import { errorMessage, type Logger, MeshError, silentLogger } from '../shared/in
 import { CLIENT_HELLO_MAX_PREFIX_BYTES, sniffClientHello } from './client-hello.js';
 import { HTTP2_PREFACE } from './detect-http.js';
 import { httpStatusOf } from './inbound-http.js';
-import type { InboundHttpConnection, InboundTlsSettings } from './inbound-proxy.js';
+import type { InboundHttpConnection } from './inbound-http-connection.js';
+import type { InboundTlsSettings } from './inbound-proxy.js';
 import type { InboundMetricsHooks } from './inbound-stats.js';
 import type { MetricsRegistry } from './metric-cells.js';
 import { type PrefixRead, readPrefix } from './prefix-reader.js';

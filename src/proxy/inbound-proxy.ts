@@ -81,6 +81,7 @@ import { detectHttp, detectHttpUndecided, HTTP1_MAX_REQUEST_LINE_BYTES, type Htt
 import { InboundConnectionTracker, type PolicySubscriptions } from './inbound-connection-tracker.js';
 import { forwardTcp } from './inbound-forward.js';
 import { InboundHttp, type InboundHttpSettings } from './inbound-http.js';
+import type { InboundHttpConnection, InboundHttpHandler, InboundHttpVersion } from './inbound-http-connection.js';
 import { type InboundErrorReason, type InboundMetricsHooks, type InboundStats, InboundStatsCounter } from './inbound-stats.js';
 import type { OriginalDstReader } from './original-dst.js';
 import { type PrefixRead, readPrefix } from './prefix-reader.js';
@@ -132,38 +133,7 @@ export interface InboundBoundPorts {
   readonly appPorts: readonly number[];
 }
 
-/** The HTTP version of a stream handed to the HTTP stack. */
-export type InboundHttpVersion = 'http1' | 'http2';
-
-/**
- * A connection handed to the HTTP stack. The proxy keeps tracking it only to destroy it on
- * `close()`; everything else (per-request authorization against the port's current policy,
- * forwarding, metrics) is the handler's.
- */
-export interface InboundHttpConnection {
-  /**
-   * The stream to serve: the accepted socket, or the TLS socket when mesh TLS was terminated.
-   * Paused, with the bytes read for detection put back (hand it to an HTTP server with
-   * `emit('connection', socket)`; see prefix-reader for when to `resume()`).
-   */
-  readonly socket: Socket;
-  /** The accepted TCP socket (equal to `socket` without mesh TLS). */
-  readonly raw: Socket;
-  /** The port whose policy applies. */
-  readonly port: number;
-  /** The port's policy when the stream was classified; requests must read the current one. */
-  readonly policy: CompiledServer;
-  /** Client address and TLS state, fixed for the connection. */
-  readonly client: ClientInfo;
-  readonly version: InboundHttpVersion;
-  /** How the version was learned: detected, implied by the port's protocol, or a transport header's session protocol. */
-  readonly source: 'detect' | 'protocol' | 'transport-header';
-  /** Where the application behind `port` is for this connection (`appHostOf`); default: the stack's `appHost`. */
-  readonly appHost?: string;
-}
-
-/** Takes over an HTTP connection (see {@link InboundHttpConnection}). Must not throw. */
-export type InboundHttpHandler = (conn: InboundHttpConnection) => void;
+export type { InboundHttpConnection, InboundHttpHandler, InboundHttpVersion } from './inbound-http-connection.js';
 
 /** Options of {@link InboundProxy}. */
 export interface InboundProxyOptions {
