@@ -401,3 +401,18 @@ export function clientInfo(ip: string, tls: TlsState): ClientInfo | undefined {
   const parsed = parseIp(ip);
   return parsed === undefined ? undefined : { ip: parsed, tls };
 }
+
+/** The HTTP status of a denial a proxy answers itself: 403, 404 or 500. */
+export function httpStatusOf(d: Deny): number {
+  switch (d.kind) {
+    case 'http403':
+    case 'grpc7':
+      return 403;
+    case 'http404':
+    case 'grpc5':
+      return 404;
+    case 'http500':
+    case 'tcp-refuse':
+      return 500;
+  }
+}

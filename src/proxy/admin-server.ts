@@ -52,6 +52,7 @@ import {
   DETECT_TIMEOUT_MS,
   defaultMeta,
   formatIp,
+  httpStatusOf,
   type InboundServer,
   parseIp,
   probeRoute,
@@ -61,13 +62,11 @@ import {
 import { errorMessage, type Logger, MeshError, silentLogger } from '../shared/index.js';
 import { CLIENT_HELLO_MAX_PREFIX_BYTES, sniffClientHello } from './client-hello.js';
 import { HTTP2_PREFACE } from './detect-http.js';
-import { httpStatusOf } from './inbound-http.js';
 import type { InboundHttpConnection } from './inbound-http-connection.js';
-import type { InboundTlsSettings } from './inbound-proxy.js';
 import type { InboundMetricsHooks } from './inbound-stats.js';
 import type { MetricsRegistry } from './metric-cells.js';
 import { type PrefixRead, readPrefix } from './prefix-reader.js';
-import { clientIdentityOf } from './tls-context.js';
+import { clientIdentityOf, type InboundTlsSettings } from './tls-context.js';
 
 /** The admin port's number in policies (`PortSpec.port`), whatever port the admin server binds. */
 export const ADMIN_POLICY_PORT = 4191;

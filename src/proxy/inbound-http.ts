@@ -71,6 +71,7 @@ import {
   type CompiledServer,
   type Decision,
   type Deny,
+  httpStatusOf,
   isGrpcRequest,
   type Meta,
   normalizeRequestTarget,
@@ -237,21 +238,6 @@ function metaFields(m: Meta): { group: string; kind: string; name: string } {
 
 function tlsLabel(tls: TlsState): string {
   return tls.kind === 'established' ? `mtls ${tls.clientId ?? '-'}` : tls.kind === 'passthrough' ? `passthrough ${tls.sni}` : tls.reason;
-}
-
-/** The HTTP status of a denial the proxy answers itself: 403, 404 or 500 (also the admin server's). */
-export function httpStatusOf(d: Deny): number {
-  switch (d.kind) {
-    case 'http403':
-    case 'grpc7':
-      return 403;
-    case 'http404':
-    case 'grpc5':
-      return 404;
-    case 'http500':
-    case 'tcp-refuse':
-      return 500;
-  }
 }
 
 function grpcStatusOf(d: Deny): number {

@@ -63,7 +63,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
-import { createServer as createTlsServer, type TLSSocket, type TlsOptions, type Server as TlsServer } from 'node:tls';
+import { createServer as createTlsServer, type TLSSocket, type Server as TlsServer } from 'node:tls';
 import {
   authorizeConnection,
   type ClientInfo,
@@ -85,7 +85,7 @@ import type { InboundHttpConnection, InboundHttpHandler, InboundHttpVersion } fr
 import { type InboundErrorReason, type InboundMetricsHooks, type InboundStats, InboundStatsCounter } from './inbound-stats.js';
 import type { OriginalDstReader } from './original-dst.js';
 import { type PrefixRead, readPrefix } from './prefix-reader.js';
-import { clientIdentityOf, TRANSPORT_HEADER_ALPN } from './tls-context.js';
+import { clientIdentityOf, type InboundTlsSettings, TRANSPORT_HEADER_ALPN } from './tls-context.js';
 import { decodeTransportHeader, TRANSPORT_HEADER_MAX_MESSAGE_BYTES, TRANSPORT_HEADER_PREFACE, type TransportHeaderDecode } from './transport-header.js';
 
 /** What the inbound proxy needs of the policy watcher (structurally, `PolicyWatcher`). */
@@ -103,11 +103,7 @@ export interface InboundPolicies extends PolicySubscriptions {
   use?(port: number): () => void;
 }
 
-/** What the inbound proxy needs of the mesh TLS settings (structurally, `MeshTlsContext`). */
-export interface InboundTlsSettings {
-  /** Options of the mesh TLS server; read once, at `start()` (rotation goes through their `SNICallback`). */
-  serverOptions(): TlsOptions;
-}
+export type { InboundTlsSettings } from './tls-context.js';
 
 /** Where the inbound proxy listens. */
 export interface InboundListen {

@@ -6,8 +6,7 @@
  */
 import type { SecureContext, TlsOptions } from 'node:tls';
 import type { WorkloadCertificate } from '../identity/index.js';
-import type { InboundTlsSettings } from './inbound-proxy.js';
-import { MESH_SERVER_ALPN, MeshTlsContext, meshSecureContext } from './tls-context.js';
+import { type InboundTlsSettings, MESH_SERVER_ALPN, MeshTlsContext, meshSecureContext } from './tls-context.js';
 
 /** {@link MeshTlsContext} that may not have a certificate yet; `use` installs or rotates one. */
 export class RotatingMeshTls implements InboundTlsSettings {

@@ -12,6 +12,12 @@ import { type ConnectionOptions, createSecureContext, type PeerCertificate, type
 import type { WorkloadCertificate } from '../identity/index.js';
 import { dnsSans, firstIdentitySan } from './tls-san.js';
 
+/** What the inbound proxy needs of the mesh TLS settings (structurally, `MeshTlsContext`). */
+export interface InboundTlsSettings {
+  /** Options of the mesh TLS server; read once, at `start()` (rotation goes through their `SNICallback`). */
+  serverOptions(): TlsOptions;
+}
+
 /** ALPN of a connection that starts with a transport header (§4.2). */
 export const TRANSPORT_HEADER_ALPN = 'transport.l5d.io/v1';
 
