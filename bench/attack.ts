@@ -33,7 +33,8 @@
  * the connection-limit reasons), the attacker's view (`opened`, `failed`, `closedByProxy`,
  * `openAtHoldEnd`), and `healthyMaxMsEvery5s`, the healthy client's slowest request (from its
  * actual send) in each 5 s of the attack, and its five slowest and failed requests with their send
- * time from the attack's start: where the p99 and the errors came from. `kernelTcp` counts the
+ * time from the attack's start: where the p99 and the errors came from; `slowAtOutbound` and
+ * `slowAtInbound`, the responses each proxy itself timed at over 200 ms, say in which leg. `kernelTcp` counts the
  * machine's TCP retransmissions, SYN retries and accept queue overflows over the window,
  * `machineBusyPct` the machine's busy CPU then and `otherCpuPct` the part of it outside the bench's
  * processes (percent of one core; kernel work on their behalf counts as other): on a small
@@ -44,6 +45,10 @@
  * {@link TARGET_AFTER_RATIO} of idle, 0 healthy errors, healthy p99 < {@link TARGET_P99_MS} ms.
  * About 100 s per attack: not in `all`. `WARD_BENCH_ATTACK=<name,...>` runs only those attacks,
  * `WARD_BENCH_ATTACK_CONNECTIONS=<n>` opens at most n connections per attack;
+ * `WARD_BENCH_ATTACK_TRACE=1` logs the attack's start (epoch ms) and the healthy path's ports (the
+ * outbound's, the inbound's mesh port, the application's), to line up a packet capture with it;
+ * `WARD_BENCH_ATTACK_HEALTHY=direct` sends the healthy client straight to its application, past
+ * both proxies (the machine's own share of the healthy p99 under each attack);
  * `WARD_BENCH_PROXY_NODE_ARGS` passes node options to the proxies (e.g. `--trace-gc`); the
  * proxies inherit the bench's environment (e.g. `MALLOC_ARENA_MAX`).
  */
@@ -84,9 +89,13 @@ const CONCURRENCY = 256;
 const TARGET_PEAK_RSS_MB = 200;
 const TARGET_AFTER_RATIO = 1.2;
 const TARGET_P99_MS = 100;
+/** A `response_latency_ms` bucket bound: responses slower than this are counted per proxy. */
+const SLOW_MS = 200;
 /** HTTP/2 header block bytes per connection (7 frames of 16 KiB = 112 KiB). */
 const H2_BLOCK_BYTES = 7 * 16_384;
 const MESH_ALPN = 'transport.l5d.io/v1';
+/** The healthy client calls its application directly, past both proxies: what the attack costs the machine itself. */
+const healthyDirect = process.env.WARD_BENCH_ATTACK_HEALTHY === 'direct';
 
 type AttackName = 'none' | 'h2-unfinished-headers' | 'tls-half-open/app' | 'tls-half-open/mesh' | 'opaque-held';
 
@@ -204,6 +213,22 @@ async function errorCounts(adminPort: number): Promise<Map<string, number>> {
     out.set(key, (out.get(key) ?? 0) + Number(m[3]));
   }
   return out;
+}
+
+/**
+ * Responses the proxy measured at over {@link SLOW_MS} ms (`response_latency_ms`, every series):
+ * set beside the healthy client's own latency, where a slow request spent its time — the
+ * outbound's includes the inbound's and the application's, the inbound's only the application's.
+ */
+async function slowResponses(adminPort: number): Promise<number> {
+  const text = await (await fetch(`http://${HOST}:${adminPort}/metrics`, { signal: AbortSignal.timeout(5000) })).text();
+  let total = 0;
+  let fast = 0;
+  for (const m of text.matchAll(/^response_latency_ms_bucket\{[^}]*le="([^"]+)"[^}]*\} (\S+)$/gm)) {
+    if (m[1] === '+Inf') total += Number(m[2]);
+    else if (Number(m[1]) === SLOW_MS) fast += Number(m[2]);
+  }
+  return total - fast;
 }
 
 /**
@@ -394,9 +419,12 @@ async function runAttack(attack: Attack, dir: string): Promise<BenchResult> {
     if (port === undefined) throw new Error(`the inbound proxy serves no port ${attack.target}`);
     const pid = mesh.inbound.pid;
     const adminPort = mesh.adminPorts[1];
+    const healthyPorts = `${mesh.outboundPort} ${ports.mesh} ${apps.ports.http1}`;
     log(`attack ${attack.name}: mesh up (inbound pid ${pid}, attacked port :${port}); ${attack.count} connections`);
     const healthy = http1Client(
-      { kind: 'forward-proxy', proxyHost: HOST, proxyPort: mesh.outboundPort, authority: SERVICE_AUTHORITY.http1 },
+      healthyDirect
+        ? { kind: 'direct', host: HOST, port: apps.ports.http1 }
+        : { kind: 'forward-proxy', proxyHost: HOST, proxyPort: mesh.outboundPort, authority: SERVICE_AUTHORITY.http1 },
       HEALTHY_CONNECTIONS,
     );
     client.current = healthy;
@@ -418,6 +446,7 @@ async function runAttack(attack: Attack, dir: string): Promise<BenchResult> {
     const idleBrkHeapMb = brkHeapMb(pid);
     const idleFds = openFds(pid);
     const errorsBefore = await errorCounts(adminPort);
+    const slowBefore = await Promise.all(mesh.adminPorts.map(slowResponses));
     let sampler: ReturnType<typeof sampleProcess> | undefined;
     let attackStartedAt = 0;
     let kernelBefore = new Map<string, number>();
@@ -454,6 +483,8 @@ async function runAttack(attack: Attack, dir: string): Promise<BenchResult> {
           sampler = sampleProcess(pid);
           attackStartedAt = performance.now();
           a.go();
+          if (process.env.WARD_BENCH_ATTACK_TRACE === '1')
+            log(`attack ${attack.name}: started at ${Date.now()} ms (epoch); healthy path ports ${healthyPorts}`);
         },
         stop: () => {
           kernelAfter = kernelTcpCounters();
@@ -474,6 +505,7 @@ async function runAttack(attack: Attack, dir: string): Promise<BenchResult> {
     const afterBrkHeapMb = brkHeapMb(pid);
     const sampled = sampler?.stop() ?? { peakRssMb: Number.NaN, peakFds: Number.NaN, timeline: [] };
     const errorsAfter = await errorCounts(adminPort);
+    const slowAfter = await Promise.all(mesh.adminPorts.map(slowResponses));
     const proxyErrors = [...errorsAfter]
       .map(([k, v]) => [k, v - (errorsBefore.get(k) ?? 0)] as const)
       .filter(([, v]) => v > 0)
@@ -509,6 +541,8 @@ async function runAttack(attack: Attack, dir: string): Promise<BenchResult> {
       healthyMaxMsEvery5s: timed.maxMsEvery5s().join(' '),
       healthySlowest: timed.slowest(),
       healthyErrorKinds: timed.errors(),
+      slowAtOutbound: (slowAfter[0] as number) - (slowBefore[0] as number),
+      slowAtInbound: (slowAfter[1] as number) - (slowBefore[1] as number),
       machineBusyPct: round(machineBusyPct, 0),
       otherCpuPct: round(machineBusyPct - benchCpuPct, 0),
       kernelTcp: KERNEL_TCP_COUNTERS.map((k) => `${k}:${(kernelAfter.get(k) ?? 0) - (kernelBefore.get(k) ?? 0)}`).join(','),
