@@ -15,10 +15,10 @@ import {
 } from '../api/index.js';
 import { type Endpoint, type EndpointEvent, type EndpointsIndex, parseEndpointsPath } from '../index/index.js';
 import { type Logger, MeshError } from '../shared/index.js';
-import type { ControllerListen, ControllerOptions, ListenAddress } from './controller.js';
 import type { ControllerIdentity } from './controller-identity.js';
 import type { ControllerIndexes } from './controller-indexes.js';
 import type { ControllerMetrics } from './controller-metrics.js';
+import type { ControllerListen, ControllerOptions, ListenAddress } from './controller-types.js';
 import type { ShutdownStack } from './shutdown-stack.js';
 
 /** The started gRPC servers. */

@@ -10,7 +10,7 @@ import { type Diagnostic, serviceAccountIdentity } from '../core/index.js';
 import { CertificateAuthority, IDENTITY_FILES, type Issuer, IssuerReloader, LocalTokenAuthenticator, type ServerCredentials } from '../identity/index.js';
 import type { ClusterConfig } from '../index/index.js';
 import { type Logger, MeshError, type Registry } from '../shared/index.js';
-import type { ControllerOptions } from './controller.js';
+import type { ControllerOptions } from './controller-types.js';
 import type { ShutdownStack } from './shutdown-stack.js';
 
 /** The started identity side. */

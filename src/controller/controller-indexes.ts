@@ -7,8 +7,8 @@ import { EndpointsIndex, type IndexTx, PolicyIndex, resourceKey } from '../index
 import { type Pod, type Resource, type ResourceKey, resourceKeyString } from '../manifest/index.js';
 import type { Logger, Registry } from '../shared/index.js';
 import { DirectorySource, type SourceTx } from '../sources/index.js';
-import type { ControllerOptions } from './controller.js';
 import { ControllerMetrics } from './controller-metrics.js';
+import type { ControllerOptions } from './controller-types.js';
 import type { ShutdownStack } from './shutdown-stack.js';
 
 /** The started indexes and source. */

@@ -8,7 +8,7 @@ import { type ClusterConfig, type ControllerListen, DEFAULT_LISTEN, type Running
 import { type Network, parseCidr } from '../core/index.js';
 import { createLogger } from '../shared/index.js';
 import { type AddressAllocator, POD_RANGE } from './addresses.js';
-import type { LocalEvent, LocalMeshOptions } from './runtime.js';
+import type { LocalEvent, LocalMeshOptions } from './mesh-types.js';
 import { LogFile } from './supervisor.js';
 
 /** A started local controller. */

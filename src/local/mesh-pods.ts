@@ -9,9 +9,9 @@ import { errorMessage } from '../shared/index.js';
 import type { AddressAllocator } from './addresses.js';
 import type { LogSource } from './api-server.js';
 import { DenialLog } from './denials.js';
+import type { LocalEvent, LocalStatus } from './mesh-types.js';
 import { planPod } from './plan.js';
 import { LocalPod, type PodDeps, type PodStatus } from './pod.js';
-import type { LocalEvent, LocalStatus } from './runtime.js';
 
 /** A pod of the mesh: running, or failed to start. */
 export interface PodEntry {

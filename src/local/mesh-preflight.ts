@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { IDENTITY_FILES, initIdentity } from '../controller/index.js';
 import { errorMessage, MeshError } from '../shared/index.js';
 import { NODE_ADDRESS } from './addresses.js';
-import type { LocalEvent } from './runtime.js';
+import type { LocalEvent } from './mesh-types.js';
 import { killSurvivors, meshAnswers, readMeshState } from './state.js';
 
 /** The identity directory of a mesh, ready for the controller and the pods. */

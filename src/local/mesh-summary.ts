@@ -3,8 +3,8 @@
  * that started is ready (or at once when asked to: no pods, or pods that take too long).
  */
 import type { MeshPods } from './mesh-pods.js';
+import type { LocalEvent } from './mesh-types.js';
 import type { PodPlan } from './plan.js';
-import type { LocalEvent } from './runtime.js';
 
 const HTTP_PORT_NAME = /^(http|web)/i;
 

@@ -7,8 +7,8 @@ import { serverToProtoJson } from '../api/index.js';
 import type { WorkloadCertificate } from '../identity/index.js';
 import { ADMIN_POLICY_PORT } from './admin-server.js';
 import type { PolicyWatcher } from './policy-watch.js';
-import type { ProxyBoundPorts, ProxyCertificateInfo, ProxyDebugPolicies, ProxyDebugPort, ProxyOptions } from './proxy-main.js';
 import type { RotatingMeshTls } from './proxy-tls.js';
+import type { ProxyBoundPorts, ProxyCertificateInfo, ProxyDebugPolicies, ProxyDebugPort, ProxyOptions } from './proxy-types.js';
 
 /** What the document is read from. */
 export interface DebugPoliciesSource {
