@@ -25,6 +25,12 @@ const ALLOWED: Record<string, readonly string[]> = {
   cli: ['core', 'manifest', 'index', 'sources', 'api', 'identity', 'proxy', 'controller', 'local', 'shared'],
 };
 
+/**
+ * Modules whose folders are layers: a folder may use the folders below it, never one that uses
+ * it (the cli's commands share the cli's own helpers, and main.ts dispatches to them).
+ */
+const LAYERED_FOLDERS: readonly string[] = ['proxy', 'http'];
+
 /** Third-party packages that may appear in exactly one module. */
 const SDK_HOME: Record<string, string> = {
   '@kubernetes/client-node': 'sources',
@@ -47,6 +53,46 @@ function importsOf(file: string): string[] {
 }
 
 const moduleOf = (file: string) => relative(SRC, file).split('/')[0] as string;
+
+/** The files of `files` that `file` imports (relative specifiers, `.js` standing for `.ts`). */
+function localImportsOf(file: string, files: ReadonlySet<string>): string[] {
+  return importsOf(file)
+    .filter((spec) => spec.startsWith('.'))
+    .map((spec) => resolve(dirname(file), spec).replace(/\.js$/, '.ts'))
+    .filter((target) => files.has(target));
+}
+
+/** The strongly connected components of more than one node, or one with a self-edge (Tarjan). */
+function cycles(graph: ReadonlyMap<string, ReadonlySet<string>>): string[][] {
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const found: string[][] = [];
+  const visit = (v: string): void => {
+    index.set(v, index.size);
+    low.set(v, index.get(v) as number);
+    stack.push(v);
+    onStack.add(v);
+    for (const w of graph.get(v) ?? []) {
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v) as number, low.get(w) as number));
+      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v) as number, index.get(w) as number));
+    }
+    if (low.get(v) !== index.get(v)) return;
+    const component: string[] = [];
+    let w: string;
+    do {
+      w = stack.pop() as string;
+      onStack.delete(w);
+      component.push(w);
+    } while (w !== v);
+    if (component.length > 1 || graph.get(v)?.has(v) === true) found.push(component.sort());
+  };
+  for (const v of graph.keys()) if (!index.has(v)) visit(v);
+  return found;
+}
 
 describe('import graph', () => {
   const files = sourceFiles();
@@ -93,6 +139,42 @@ describe('import graph', () => {
   it('no default exports', () => {
     const problems = files.filter((f) => /^export default /m.test(readFileSync(f, 'utf8'))).map((f) => relative(ROOT, f));
     assert.deepEqual(problems, []);
+  });
+
+  it('no two files import each other, directly or through others', () => {
+    const set = new Set(files);
+    const graph = new Map(files.map((f) => [f, new Set(localImportsOf(f, set))]));
+    assert.deepEqual(
+      cycles(graph).map((c) => c.map((f) => relative(ROOT, f))),
+      [],
+    );
+  });
+
+  it('no two folders of the proxy or http modules import each other, directly or through others', () => {
+    const set = new Set(files);
+    const graph = new Map<string, Set<string>>();
+    for (const f of files) {
+      if (!LAYERED_FOLDERS.includes(moduleOf(f))) continue;
+      const from = relative(SRC, dirname(f));
+      const edges = graph.get(from) ?? new Set<string>();
+      graph.set(from, edges);
+      for (const target of localImportsOf(f, set)) {
+        const to = relative(SRC, dirname(target));
+        if (to !== from && moduleOf(target) === moduleOf(f)) edges.add(to);
+      }
+    }
+    assert.deepEqual(cycles(graph), []);
+  });
+
+  it('a cycle is detected (the check can fail)', () => {
+    const graph = new Map([
+      ['a', new Set(['b'])],
+      ['b', new Set(['c'])],
+      ['c', new Set(['a'])],
+      ['d', new Set(['d'])],
+      ['e', new Set(['a'])],
+    ]);
+    assert.deepEqual(cycles(graph), [['a', 'b', 'c'], ['d']]);
   });
 
   it('a forbidden import is detected (the check can fail)', () => {
