@@ -6,10 +6,10 @@
  */
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
+import { nativeAddonPath } from '../shared/index.js';
 
-/** Where `npm run build:native` puts the addon for this Node's ABI, relative to this file in `src/proxy`, `dist/proxy` and `dist/bundle`. */
-export const MALLOC_TRIM_ADDON_PATH = fileURLToPath(new URL(`../../native/build/node-v${process.versions.modules}/malloc_trim.node`, import.meta.url));
+/** Where `npm run build:native` puts the addon for this Node's ABI. */
+export const MALLOC_TRIM_ADDON_PATH = nativeAddonPath('malloc_trim', import.meta.url);
 
 /** `malloc_trim(0)`: true when memory was given back; undefined when the addon is not there or does not load. */
 export function loadMallocTrim(path: string = MALLOC_TRIM_ADDON_PATH): (() => boolean) | undefined {

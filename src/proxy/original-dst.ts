@@ -13,8 +13,7 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
-import { fileURLToPath } from 'node:url';
-import { errorMessage, MeshError } from '../shared/index.js';
+import { errorMessage, MeshError, nativeAddonPath } from '../shared/index.js';
 import { socketFd } from './node-internals.js';
 
 /**
@@ -23,10 +22,10 @@ import { socketFd } from './node-internals.js';
  * `process.versions.modules`).
  */
 export function originalDstAddonPath(moduleUrl: string, abi: string = process.versions.modules): string {
-  return fileURLToPath(new URL(`../../native/build/node-v${abi}/so_original_dst.node`, moduleUrl));
+  return nativeAddonPath('so_original_dst', moduleUrl, abi);
 }
 
-/** Where the native addon is built, relative to this file both in `src/proxy` and in `dist/proxy`. */
+/** Where the native addon is built for this Node. */
 export const ORIGINAL_DST_ADDON_PATH = originalDstAddonPath(import.meta.url);
 
 /** The original destination of a connection. */

@@ -23,3 +23,8 @@ export function packageRootOf(moduleUrl: string): string {
     if (dirname(dir) === dir) throw new Error(`no ward package.json above ${start}`);
   }
 }
+
+/** Where `npm run build:native` puts the addon `name` for a Node ABI (default: the running Node's), from any module of ward. */
+export function nativeAddonPath(name: string, moduleUrl: string, abi: string = process.versions.modules): string {
+  return join(packageRootOf(moduleUrl), 'native', 'build', `node-v${abi}`, `${name}.node`);
+}
