@@ -21,6 +21,8 @@ import {
   type WorkloadKey,
 } from '../identity/index.js';
 
+export { waitFor, within } from '../shared/testing/waits.js';
+
 /** Temp directories of a test file; `cleanup()` removes them all. */
 export class TempDirs {
   readonly #dirs: string[] = [];
@@ -91,28 +93,4 @@ export async function mkTestMesh(dirs: TempDirs, caOpts: Partial<CertificateAuth
       };
     },
   };
-}
-
-/** Resolves with `p`, or rejects after `ms` naming `what`. */
-export async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      p,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-/** Polls `cond` every 5 ms until it holds; rejects after `ms`. */
-export async function waitFor(cond: () => boolean, what: string, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
 }
