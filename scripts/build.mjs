@@ -10,6 +10,7 @@
 // while a build runs (bin/ward.js rebuilds a stale bundle) never load half a file. Type checking
 // is `tsc -b`'s job, not this one's.
 import { mkdirSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { builtinModules } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -39,6 +40,28 @@ export function asciiOnly(text) {
   return text.replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
+const BUILTINS = new Set(builtinModules);
+const isBuiltin = (name) => BUILTINS.has(name) || BUILTINS.has(`node:${name}`);
+
+/**
+ * Imports of node's built-ins become `require` calls. An ES module importing a built-in gets
+ * node's ES module facade for it, which reads every export at once, lazy ones included: for
+ * `node:http` that loads undici (its WebSocket, MessageEvent, ...), for `node:fs` fs/promises,
+ * readline and the stream classes, for `node:buffer` File, none of which the proxy uses. Through
+ * `require` (esbuild's CommonJS interop), an export is read when the code uses it.
+ */
+const builtinsThroughRequire = {
+  name: 'builtins-through-require',
+  setup(b) {
+    b.onResolve({ filter: /^(node:)?[a-z_/0-9]+$/ }, (args) => {
+      const name = args.path.replace(/^node:/, '');
+      if (args.kind !== 'import-statement' || args.namespace === 'builtin' || !isBuiltin(name)) return undefined;
+      return { path: name, namespace: 'builtin' };
+    });
+    b.onLoad({ filter: /.*/, namespace: 'builtin' }, (args) => ({ contents: `module.exports = require('node:${args.path}');`, loader: 'js' }));
+  },
+};
+
 /** Builds every output; resolves with the time it took in ms. Throws on a build error. */
 export async function build() {
   const started = performance.now();
@@ -60,6 +83,7 @@ export async function build() {
           banner: { js: BANNER },
           legalComments: 'none',
           logLevel: 'error',
+          plugins: [builtinsThroughRequire],
         });
         writeFileSync(tmp, asciiOnly(result.outputFiles[0].text));
         renameSync(tmp, target);
