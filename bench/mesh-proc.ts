@@ -36,6 +36,36 @@ export function rssMb(pid: number): number {
   }
 }
 
+/** Resident memory of a process in MB (MiB), from `/proc/PID/status`. */
+export interface ResidentMb {
+  readonly rss: number;
+  /**
+   * Pages of this process alone (`RssAnon + RssShmem`): its heaps and stacks, what each more
+   * process costs the machine.
+   */
+  readonly private: number;
+  /**
+   * File pages mapped (`RssFile`): for node mostly its own binary (code, the built-in modules'
+   * sources, ICU data), which every node process on the machine shares.
+   */
+  readonly file: number;
+}
+
+/** {@link ResidentMb} of `pid`; NaN figures when the process is gone. */
+export function residentMb(pid: number): ResidentMb {
+  let status = '';
+  try {
+    status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  } catch {
+    // gone: NaN below
+  }
+  const kb = (field: string): number => {
+    const m = new RegExp(`^${field}:\\s+(\\d+) kB$`, 'm').exec(status);
+    return m === null ? Number.NaN : Number(m[1]);
+  };
+  return { rss: kb('VmRSS') / 1024, private: (kb('RssAnon') + kb('RssShmem')) / 1024, file: kb('RssFile') / 1024 };
+}
+
 /**
  * The fields of `/proc/PID/stat` after the command name (field 3 on, so `utime` is index 11), or
  * undefined when the process is gone. The command name may contain spaces; what follows its

@@ -29,7 +29,10 @@
  * {@link IDLE_SETTLE_MS} after it was ready, before any load (ward's against the 60 MB target):
  * V8's memory reducer compacts the heap of a process that stopped allocating some 8–10 s after
  * its last major GC, so a proxy's RSS right after start still holds the start-up garbage; that
- * figure is reported beside it as `startRssMb` (1 s after ready).
+ * figure is reported beside it as `startRssMb` (1 s after ready). The idle RSS is split into
+ * `privateMb` (`RssAnon + RssShmem`: what each more pod costs; ward's against a 20 MB target) and
+ * `fileMb` (`RssFile`: mostly the node binary's pages, which every node process shares); where
+ * each megabyte goes is in bench/MEMORY.md.
  *
  * Targets (ward/*\/1000rps): added p50 ≤ 0.5 ms and added p99 ≤ 2 ms. Every process — generator,
  * apps, both proxies, the controller — shares this machine's cores, so saturation figures are a
@@ -56,7 +59,7 @@ import {
   tcpClient,
 } from './mesh-load.js';
 import { ensureNginx, type NginxMesh, startNginxMesh } from './mesh-nginx.js';
-import { OtherProcesses, ProcessProbe, type ProcessUsage, rssMb } from './mesh-proc.js';
+import { OtherProcesses, ProcessProbe, type ProcessUsage, type ResidentMb, residentMb } from './mesh-proc.js';
 import { type AppPorts, type MajorGcs, majorGcsOf, SERVICE_AUTHORITY, startWardMesh, type WardMesh } from './mesh-ward.js';
 
 const HOST = '127.0.0.1';
@@ -81,6 +84,8 @@ const CONNECTIONS = 32;
 const TARGET_ADDED_P50_MS = 0.5;
 const TARGET_ADDED_P99_MS = 2;
 const TARGET_IDLE_RSS_MB = 60;
+/** Of which private (anonymous + shared memory pages; see bench/MEMORY.md). */
+const TARGET_IDLE_PRIVATE_MB = 20;
 /** Closed-loop load on the direct path per protocol before the first measurement. */
 const GENERATOR_WARMUP_MS = QUICK ? 300 : 1500;
 /** How long the proxies sit after start before their idle RSS is read (see the module comment). */
@@ -314,23 +319,27 @@ function resultOf(m: Measured, direct: Measured | undefined): BenchResult {
   return out as BenchResult;
 }
 
-/** A proxy pair's RSS in MB ([outbound, inbound]), read now. */
-const pairRss = (outboundPid: number, inboundPid: number): [number, number] => [rssMb(outboundPid), rssMb(inboundPid)];
+/** A proxy pair's resident memory ([outbound, inbound]), read now. */
+const pairRss = (outboundPid: number, inboundPid: number): [ResidentMb, ResidentMb] => [residentMb(outboundPid), residentMb(inboundPid)];
 
-/** Idle RSS rows of a proxy pair: `idle` read now, `start` read {@link START_RSS_MS} after ready. */
-function idleRows(path: 'ward' | 'nginx', idle: readonly [number, number], start: readonly [number, number]): BenchResult[] {
+/** Idle memory rows of a proxy pair: `idle` read now, `start` read {@link START_RSS_MS} after ready. */
+function idleRows(path: 'ward' | 'nginx', idle: readonly [ResidentMb, ResidentMb], start: readonly [ResidentMb, ResidentMb]): BenchResult[] {
   return (['outbound', 'inbound'] as const).map((role, i) => {
-    const mb = idle[i] as number;
+    const mb = idle[i] as ResidentMb;
     const row: Record<string, string | number | boolean | null> = {
       name: `${path}/idle/${role}`,
       nsPerOp: null,
       opsPerSec: null,
-      rssMb: round(mb, 1),
-      startRssMb: round(start[i] as number, 1),
+      rssMb: round(mb.rss, 1),
+      privateMb: round(mb.private, 1),
+      fileMb: round(mb.file, 1),
+      startRssMb: round((start[i] as ResidentMb).rss, 1),
     };
     if (path === 'ward') {
       row.targetMb = TARGET_IDLE_RSS_MB;
-      row.meetsTarget = mb < TARGET_IDLE_RSS_MB;
+      row.meetsTarget = mb.rss < TARGET_IDLE_RSS_MB;
+      row.targetPrivateMb = TARGET_IDLE_PRIVATE_MB;
+      row.meetsPrivateTarget = mb.private < TARGET_IDLE_PRIVATE_MB;
     }
     return row as BenchResult;
   });
