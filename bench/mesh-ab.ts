@@ -9,6 +9,9 @@
  *
  * - `WARD_BENCH_AB_A`, `WARD_BENCH_AB_B`: node options added to mesh A's and mesh B's proxies
  *   (space-separated; after the ones `ward up` uses), e.g. `WARD_BENCH_AB_B=--single-threaded-gc`.
+ * - `WARD_BENCH_AB_A_BIN`, `WARD_BENCH_AB_B_BIN`: the `bin/ward.js` mesh A's and mesh B's proxies
+ *   run (default this checkout's), to compare two builds: another checkout's (a `git worktree` of
+ *   the commit before a change, with its `node_modules` and `dist/bundle` built).
  * - `WARD_BENCH_AB_PROTOCOLS`: comma-separated, default `http1,grpc`.
  * - `WARD_BENCH_AB_ROUNDS`: round pairs per protocol, default 16; each round 0.5 s warm-up and
  *   3 s measured at {@link RATE_PER_SEC} requests/s.
@@ -18,7 +21,7 @@
  * differences and how many rounds B had the lower p99 (a sign count; 12 of 16 or more is
  * unlikely by chance, p < 0.05).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BenchResult } from './harness.js';
@@ -32,7 +35,7 @@ const PROTOCOLS: readonly Protocol[] = ['http1', 'grpc', 'tcp'];
 const ROUND = { warmupMs: 500, measureMs: 3000 };
 
 /** The options this run compares, read from the environment; throws on a bad value. */
-function options(): { a: string[]; b: string[]; protocols: Protocol[]; rounds: number } {
+function options(): { a: string[]; b: string[]; aBin?: string; bBin?: string; protocols: Protocol[]; rounds: number } {
   const protocols = (process.env.WARD_BENCH_AB_PROTOCOLS ?? 'http1,grpc').split(',').map((p) => p.trim());
   for (const p of protocols) {
     if (!PROTOCOLS.includes(p as Protocol)) throw new Error(`WARD_BENCH_AB_PROTOCOLS: unknown protocol ${JSON.stringify(p)} (one of ${PROTOCOLS.join(', ')})`);
@@ -40,12 +43,23 @@ function options(): { a: string[]; b: string[]; protocols: Protocol[]; rounds: n
   const rounds = Number(process.env.WARD_BENCH_AB_ROUNDS ?? 16);
   if (!Number.isInteger(rounds) || rounds < 2 || rounds > 200)
     throw new Error(`WARD_BENCH_AB_ROUNDS: ${JSON.stringify(process.env.WARD_BENCH_AB_ROUNDS)} is not a whole number from 2 to 200`);
-  return { a: splitNodeArgs(process.env.WARD_BENCH_AB_A), b: splitNodeArgs(process.env.WARD_BENCH_AB_B), protocols: protocols as Protocol[], rounds };
+  const bins = { aBin: process.env.WARD_BENCH_AB_A_BIN, bBin: process.env.WARD_BENCH_AB_B_BIN };
+  for (const [k, v] of Object.entries(bins))
+    if (v !== undefined && !existsSync(v)) throw new Error(`${k === 'aBin' ? 'WARD_BENCH_AB_A_BIN' : 'WARD_BENCH_AB_B_BIN'}: ${v} does not exist`);
+  return {
+    a: splitNodeArgs(process.env.WARD_BENCH_AB_A),
+    b: splitNodeArgs(process.env.WARD_BENCH_AB_B),
+    ...(bins.aBin === undefined ? {} : { aBin: bins.aBin }),
+    ...(bins.bBin === undefined ? {} : { bBin: bins.bBin }),
+    protocols: protocols as Protocol[],
+    rounds,
+  };
 }
 
 interface Side {
   readonly name: 'a' | 'b';
   readonly args: readonly string[];
+  readonly bin: string | undefined;
   readonly mesh: WardMesh;
 }
 
@@ -80,6 +94,7 @@ function rows(protocol: Protocol, sides: readonly Side[], runs: Record<'a' | 'b'
       cpuUsPerRequest: Math.round(median(rs.map((r) => r.cpuUs))),
       p99MsRounds: rs.map((r) => r.p99Ms.toFixed(2)).join(' '),
       nodeArgs: s.args.join(' '),
+      ...(s.bin === undefined ? {} : { wardBin: s.bin }),
     };
   });
   const diff = (f: (r: Round) => number) => runs.b.map((b, i) => f(b) - f(runs.a[i] as Round));
@@ -104,14 +119,17 @@ export async function runMeshAbSuite(): Promise<BenchResult[]> {
   const sides: Side[] = [];
   let ok = false;
   try {
-    log(`mesh-ab: A = [${opts.a.join(' ')}], B = [${opts.b.join(' ')}], ${opts.rounds} round pairs per protocol, work directory ${dir}`);
+    const bin = (b: string | undefined): string => (b === undefined ? '' : ` ${b}`);
+    log(
+      `mesh-ab: A = [${opts.a.join(' ')}]${bin(opts.aBin)}, B = [${opts.b.join(' ')}]${bin(opts.bBin)}, ${opts.rounds} round pairs per protocol, work directory ${dir}`,
+    );
     apps = await startApps();
-    for (const [name, args] of [
-      ['a', opts.a],
-      ['b', opts.b],
+    for (const [name, args, wardBin] of [
+      ['a', opts.a, opts.aBin],
+      ['b', opts.b, opts.bBin],
     ] as const) {
-      const mesh = await startWardMesh(join(dir, name), apps.ports, args);
-      sides.push({ name, args, mesh });
+      const mesh = await startWardMesh(join(dir, name), apps.ports, args, wardBin);
+      sides.push({ name, args, bin: wardBin, mesh });
     }
     const results: BenchResult[] = [];
     for (const protocol of opts.protocols) {

@@ -185,9 +185,11 @@ async function proxyReady(p: LoggedChild): Promise<ProxyPorts> {
 
 /**
  * Starts the controller and both proxies in `dir`; stops whatever started when a step fails.
- * `proxyNodeArgs` are the proxies' extra node options (default: `WARD_BENCH_PROXY_NODE_ARGS`).
+ * `proxyNodeArgs` are the proxies' extra node options (default: `WARD_BENCH_PROXY_NODE_ARGS`);
+ * `proxyBin` is the `ward` executable the proxies run (default this checkout's bin/ward.js; another
+ * checkout's, to compare builds).
  */
-export async function startWardMesh(dir: string, apps: AppPorts, proxyNodeArgs: readonly string[] = PROXY_NODE_ARGS): Promise<WardMesh> {
+export async function startWardMesh(dir: string, apps: AppPorts, proxyNodeArgs: readonly string[] = PROXY_NODE_ARGS, proxyBin = WARD_BIN): Promise<WardMesh> {
   const identityDir = join(dir, 'identity');
   const manifests = join(dir, 'manifests');
   mkdirSync(manifests, { recursive: true });
@@ -206,8 +208,9 @@ export async function startWardMesh(dir: string, apps: AppPorts, proxyNodeArgs: 
     for (const p of started.reverse()) await p.stop();
   };
   const ward = (name: string, args: readonly string[]): LoggedChild => {
-    const nodeArgs = args[0] === 'proxy' ? [...PROXY_NODE_OPTIONS, ...proxyNodeArgs] : [];
-    const p = spawnLogged(name, process.execPath, [...nodeArgs, WARD_BIN, ...args], join(dir, `${name}.log`));
+    const isProxy = args[0] === 'proxy';
+    const nodeArgs = isProxy ? [...PROXY_NODE_OPTIONS, ...proxyNodeArgs] : [];
+    const p = spawnLogged(name, process.execPath, [...nodeArgs, isProxy ? proxyBin : WARD_BIN, ...args], join(dir, `${name}.log`));
     started.push(p);
     return p;
   };
