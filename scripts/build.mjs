@@ -111,7 +111,10 @@ export function newestSourceMs() {
 
 function* readdirRecursive(dir) {
   for (const e of readdirSyncSafe(dir)) {
-    const p = join(dir, e.name);
+    // Not path.join: bin/ward.js runs this in every sidecar, and a few hundred joins got
+    // normalizeString compiled by TurboFan, whose code in the node binary (4-5 MB of pages) then
+    // stayed resident in an idle proxy.
+    const p = `${dir}/${e.name}`;
     if (e.isDirectory()) {
       if (e.name !== 'dist' && e.name !== 'node_modules') yield* readdirRecursive(p);
     } else yield p;
