@@ -6,11 +6,12 @@
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import type { ClientHttp2Session, IncomingHttpHeaders as Http2Headers } from 'node:http2';
 import { type AddressInfo, createServer as createNetServer, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { createServer as createTlsServer, type TLSSocket, type Server as TlsServer } from 'node:tls';
 import type { DestinationEndpoint } from '../api/index.js';
+import type { H2Connection } from './h2-connection.js';
+import { headerValue } from './http-relay.js';
 import { TempDirs, waitFor, within } from './identity-test-helpers.js';
 import { OutboundConnectError, OutboundConnector, type OutboundConnectorOptions } from './outbound-connector.js';
 import { HOST, POD_HTTP1, POD_HTTP2, POD_TCP, type ServerSide, startServerSide } from './outbound-test-helpers.js';
@@ -101,21 +102,26 @@ function h1Get(
   );
 }
 
-function h2Get(session: ClientHttp2Session, path: string): Promise<{ headers: Http2Headers; body: string }> {
+function h2Get(session: H2Connection, path: string): Promise<{ status: number; body: string }> {
   return within(
     new Promise((resolve, reject) => {
-      const stream = session.request({ ':method': 'GET', ':path': path, ':authority': 'server.demo' });
-      let headers: Http2Headers | undefined;
+      const stream = session.request([':method', 'GET', ':scheme', 'http', ':path', path, ':authority', 'server.demo'], true);
+      if (stream === undefined) {
+        reject(new Error('the connection takes no new stream'));
+        return;
+      }
+      let status = 0;
       let body = '';
-      stream.setEncoding('utf8');
-      stream.on('response', (h: Http2Headers) => {
-        headers = h;
-      });
-      stream.on('data', (d: string) => {
-        body += d;
-      });
-      stream.on('error', reject);
-      stream.on('close', () => (headers === undefined ? reject(new Error(`no response (rst ${stream.rstCode})`)) : resolve({ headers, body })));
+      stream.events = {
+        headers: (_s, block) => {
+          if (status === 0) status = Number(headerValue(block.pairs, ':status'));
+        },
+        data: (s, chunk) => {
+          body += chunk.toString('utf8');
+          s.consumed(chunk.length);
+        },
+        closed: (_s, code) => (code === undefined ? resolve({ status, body }) : reject(new Error(`stream reset (code ${code})`))),
+      };
     }),
     WAIT_MS,
     `h2 GET ${path}`,
@@ -338,11 +344,11 @@ describe('OutboundConnector: pools against a real inbound proxy', () => {
     const [s1, s2] = await Promise.all([c.session2(side.endpoint(POD_HTTP2)), c.session2(side.endpoint(POD_HTTP2))]);
     assert.equal(s1, s2);
     const replies = await Promise.all(Array.from({ length: 20 }, (_, i) => h2Get(s1, `/h2/${i}`)));
-    assert.ok(replies.every((r, i) => Number(r.headers[':status']) === 200 && r.body === `hello h2 /h2/${i}`));
+    assert.ok(replies.every((r, i) => r.status === 200 && r.body === `hello h2 /h2/${i}`));
     assert.equal(c.stats().handshakes, 1);
     assert.equal(side.seen.at(-1)?.headers['l5d-client-id'], side.clientCert.identity);
     s1.close();
-    await once(s1, 'close');
+    await waitFor(() => s1.destroyed, 'the first connection to close');
     const s3 = await c.session2(side.endpoint(POD_HTTP2));
     assert.notEqual(s3, s1);
     assert.equal((await h2Get(s3, '/again')).body, 'hello h2 /again');

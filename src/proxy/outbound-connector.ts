@@ -14,20 +14,20 @@
  *
  * Reuse (no handshake per request): HTTP/1 goes through one keep-alive `Http1Pool` per endpoint
  * and session protocol (STACK.md §2.13), whose `connect` hands over a connection already through
- * the handshake with its header written; HTTP/2 shares one `ClientHttp2Session` per endpoint,
- * replaced once it closes, fails or receives a GOAWAY (nghttp2 queues streams beyond the peer's
- * `maxConcurrentStreams`). HTTP/1 needs one connection per concurrent request, up to the pool's
- * cap; requests beyond it queue in the pool, and idle connections are kept for reuse. A failure
- * to connect surfaces before any byte of a request is written: as a rejected `open`/`connect`, or
- * as the error of an HTTP/1 request dispatched to the pool before its `onConnect` — callers may
- * then retry on another endpoint.
+ * the handshake with its header written; HTTP/2 shares one {@link H2Connection} (client role) per
+ * endpoint, replaced once it closes, fails or receives a GOAWAY (streams beyond the peer's
+ * `MAX_CONCURRENT_STREAMS` wait in the connection for a slot). HTTP/1 needs one connection per
+ * concurrent request, up to the pool's cap; requests beyond it queue in the pool, and idle
+ * connections are kept for reuse. A failure to connect surfaces before any byte of a request is
+ * written: as a rejected `open`/`connect`, or as the error of an HTTP/1 request dispatched to the
+ * pool before its `onConnect` — callers may then retry on another endpoint.
  */
-import { type ClientHttp2Session, connect as connectHttp2 } from 'node:http2';
 import { connect as connectTcp, isIP, type Socket } from 'node:net';
 import { type ConnectionOptions, connect as connectTls, type TLSSocket } from 'node:tls';
 import type { DestinationEndpoint } from '../api/index.js';
 import type { WorkloadCertificate } from '../identity/index.js';
 import { errorMessage, type Logger, MeshError, silentLogger } from '../shared/index.js';
+import { H2_INTERNAL_ERROR, H2Connection } from './h2-connection.js';
 import { dropIdle, Http1Pool, isOpen } from './http1-pool.js';
 import { meshClientOptions, TRANSPORT_HEADER_ALPN } from './tls-context.js';
 import { encodeTransportHeader, type SessionProtocol } from './transport-header.js';
@@ -148,8 +148,8 @@ function poolKey(e: DestinationEndpoint, meshPort: number, protocol: OutboundPro
 }
 
 interface SessionSlot {
-  session: ClientHttp2Session | undefined;
-  pending: Promise<ClientHttp2Session> | undefined;
+  session: H2Connection | undefined;
+  pending: Promise<H2Connection> | undefined;
 }
 
 /** Connections to endpoints, pooled per endpoint; see the module comment. */
@@ -168,6 +168,9 @@ export class OutboundConnector {
   readonly #http1PoolOf = new WeakMap<DestinationEndpoint, Http1Pool>();
   readonly #opaquePoolOf = new WeakMap<DestinationEndpoint, Http1Pool>();
   readonly #sessions = new Map<string, SessionSlot>();
+  /** The HTTP/2 slot of each endpoint object, per protocol (as for the HTTP/1 pools). */
+  readonly #http2SlotOf = new WeakMap<DestinationEndpoint, SessionSlot>();
+  readonly #opaque2SlotOf = new WeakMap<DestinationEndpoint, SessionSlot>();
   readonly #failures: Partial<Record<OutboundConnectFailure, number>> = {};
   #handshakes = 0;
   #handshakeFailures = 0;
@@ -226,8 +229,8 @@ export class OutboundConnector {
   async connect(endpoint: DestinationEndpoint, protocol: OutboundProtocol): Promise<Socket> {
     const socket = await this.#dial(endpoint, false);
     if (!this.isMeshed(endpoint)) return socket;
-    // Resolved once the header is flushed: node:http2 takes the TLS stream over natively and
-    // must not inherit a write still in flight (it aborts the process on its completion).
+    // Resolved once the header is flushed: a header that cannot be written is a connect failure,
+    // which the caller may retry on another endpoint (nothing of a request was sent).
     await new Promise<void>((resolve, reject) => {
       socket.write(encodeTransportHeader(headerFor(endpoint, protocol)), (err) => {
         if (err === undefined || err === null) resolve();
@@ -277,37 +280,55 @@ export class OutboundConnector {
   }
 
   /**
-   * The shared HTTP/2 session to `endpoint` for `protocol` (`http2`, or `opaque` for an endpoint
-   * whose port is opaque), made on first use and replaced once it closes, fails or receives a
-   * GOAWAY. Rejects with {@link OutboundConnectError} when it cannot be made.
+   * The shared HTTP/2 connection to `endpoint` for `protocol` (`http2`, or `opaque` for an
+   * endpoint whose port is opaque) when one is open and takes new streams; else undefined (then
+   * {@link session2}). Spares the request path a promise when the connection is there.
    */
-  session2(endpoint: DestinationEndpoint, protocol: 'http2' | 'opaque' = 'http2'): Promise<ClientHttp2Session> {
+  liveSession2(endpoint: DestinationEndpoint, protocol: 'http2' | 'opaque' = 'http2'): H2Connection | undefined {
+    const session = (protocol === 'http2' ? this.#http2SlotOf : this.#opaque2SlotOf).get(endpoint)?.session;
+    return session?.usable === true ? session : undefined;
+  }
+
+  /**
+   * The shared HTTP/2 connection to `endpoint` for `protocol` (`http2`, or `opaque` for an
+   * endpoint whose port is opaque), made on first use and replaced once it closes, fails or
+   * receives a GOAWAY (streams open on it finish there). Rejects with {@link OutboundConnectError}
+   * when it cannot be made.
+   */
+  session2(endpoint: DestinationEndpoint, protocol: 'http2' | 'opaque' = 'http2'): Promise<H2Connection> {
+    const byEndpoint = protocol === 'http2' ? this.#http2SlotOf : this.#opaque2SlotOf;
     const key = poolKey(endpoint, this.#meshPortOfSafe(endpoint), protocol);
     let slot = this.#sessions.get(key);
     const live = slot?.session;
-    if (live !== undefined && !live.closed && !live.destroyed) return Promise.resolve(live);
+    if (live?.usable === true) return Promise.resolve(live);
     if (slot?.pending !== undefined) return slot.pending;
     if (slot === undefined) {
       slot = { session: undefined, pending: undefined };
       this.#sessions.set(key, slot);
     }
     const s = slot;
+    if (!this.#closed) byEndpoint.set(endpoint, s);
+    const forget = (session: H2Connection): void => {
+      if (s.session === session) s.session = undefined;
+      if (s.session === undefined && s.pending === undefined && this.#sessions.get(key) === s) this.#sessions.delete(key);
+    };
     const pending = this.connect(endpoint, protocol).then(
       (socket) => {
         s.pending = undefined;
-        const session = connectHttp2(`http://${hostPort(endpoint.ip, endpoint.port)}`, { createConnection: () => socket });
+        const session: H2Connection = new H2Connection(socket, {
+          role: 'client',
+          onGoaway: () => forget(session),
+          onClose: (code, reason) => {
+            forget(session);
+            if (code === H2_INTERNAL_ERROR)
+              this.#log.error({ endpoint: hostPort(endpoint.ip, endpoint.port), reason }, 'outbound HTTP/2 connection failed in the proxy');
+            else if (reason !== undefined && this.#log.isLevelEnabled('debug'))
+              this.#log.debug({ endpoint: hostPort(endpoint.ip, endpoint.port), code, reason }, 'outbound HTTP/2 connection failed');
+          },
+        });
         s.session = session;
-        const forget = (): void => {
-          if (s.session === session) s.session = undefined;
-          if (s.session === undefined && s.pending === undefined && this.#sessions.get(key) === s) this.#sessions.delete(key);
-        };
-        session.on('error', (e: Error) =>
-          this.#log.debug({ endpoint: hostPort(endpoint.ip, endpoint.port), err: e.message }, 'outbound HTTP/2 session failed'),
-        );
-        session.once('goaway', forget);
-        session.once('close', forget);
-        // A session with no stream must not keep the process up.
-        session.unref();
+        // A connection must not keep the process up.
+        socket.unref();
         if (this.#closed) session.destroy();
         return session;
       },

@@ -10,7 +10,6 @@
  * - `Host` is the authority of the absolute-form request target (RFC 9112 §3.2.2: a proxy
  *   ignores the client's Host then).
  */
-import type { IncomingHttpHeaders as Http2IncomingHeaders, OutgoingHttpHeaders as Http2OutgoingHeaders } from 'node:http2';
 import { connectionTokens, HOP_BY_HOP, isL5dHeader } from './inbound-http-headers.js';
 
 /** Lower-case names always dropped: the HTTP/1 hop-by-hop ones, `expect`, and `host` (replaced). */
@@ -18,7 +17,8 @@ const DROPPED: ReadonlySet<string> = new Set([...HOP_BY_HOP, 'expect', 'host']);
 
 /** True for `proxy-*` in any case. */
 function isProxyHeader(name: string): boolean {
-  return name.length > 6 && name.slice(0, 6).toLowerCase() === 'proxy-';
+  // The dash first: most names are ruled out without a lower-cased copy.
+  return name.length > 6 && name.charCodeAt(5) === 0x2d && name.slice(0, 5).toLowerCase() === 'proxy';
 }
 
 /**
@@ -39,17 +39,24 @@ export function filterOutboundRequest1(raw: readonly string[], authority: string
 }
 
 /**
- * Copies an HTTP/2 request's headers (pseudo-headers included) without `l5d-*` and `proxy-*`.
- * node:http2 has already refused connection-specific headers and lower-cased every name.
+ * An HTTP/2 request's header block (flat pairs, pseudo-headers included) or trailers without
+ * `l5d-*` and `proxy-*` fields; the same array when there is none. h2-connection has already
+ * refused connection-specific fields and upper-case names.
  */
-export function filterOutboundRequest2(headers: Http2IncomingHeaders): Http2OutgoingHeaders {
-  const out: Http2OutgoingHeaders = Object.create(null) as Http2OutgoingHeaders;
-  for (const name in headers) {
-    if (isL5dHeader(name) || isProxyHeader(name)) continue;
-    const v = headers[name];
-    if (v !== undefined) out[name] = v;
+export function filterOutboundRequest2(pairs: readonly string[]): readonly string[] {
+  let i = 0;
+  while (i + 1 < pairs.length && !isDropped2(pairs[i] as string)) i += 2;
+  if (i + 1 >= pairs.length) return pairs;
+  const out = pairs.slice(0, i);
+  for (; i + 1 < pairs.length; i += 2) {
+    const name = pairs[i] as string;
+    if (!isDropped2(name)) out.push(name, pairs[i + 1] as string);
   }
   return out;
+}
+
+function isDropped2(name: string): boolean {
+  return isL5dHeader(name) || isProxyHeader(name);
 }
 
 /**

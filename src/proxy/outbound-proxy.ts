@@ -16,8 +16,10 @@
  *   behind `grpc_proxy`) → `http2`, an HTTP/1 request line → `http1`, anything else or nothing
  *   within the tunnel detect timeout → none (opaque) — so the server side applies per-request (route)
  *   policy to HTTP in tunnels and connection-level policy to the rest.
- * - HTTP/2 with prior knowledge: every stream's `:authority` is resolved and the stream is
- *   forwarded on the endpoint's shared HTTP/2 session (session protocol `http2`).
+ * - HTTP/2 with prior knowledge: served on h2-connection (as the inbound's HTTP/2 is); every
+ *   stream's `:authority` is resolved and the stream is relayed (outbound-h2-relay) on the
+ *   endpoint's shared HTTP/2 connection (session protocol `http2`), also an h2-connection. Its
+ *   request body waits, unconsumed, while the target is resolved and the endpoint connected.
  * - Transparent mode (`originalDst`; POLICY-SEMANTICS §4.1): iptables redirects the application's
  *   outbound connections to this listener. A redirected connection is resolved by its original
  *   destination `ip:port` (SO_ORIGINAL_DST; Destination `ip:port` path) and carried exactly like a
@@ -47,33 +49,24 @@
  * their reason in `error`.
  */
 import { STATUS_CODES } from 'node:http';
-import {
-  type ClientHttp2Session,
-  type ClientHttp2Stream,
-  createServer as createHttp2Server,
-  type IncomingHttpHeaders as Http2IncomingHeaders,
-  type OutgoingHttpHeaders as Http2OutgoingHeaders,
-  type Http2Server,
-  type Http2Session,
-  constants as h2constants,
-  type ServerHttp2Stream,
-} from 'node:http2';
 import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
 import type { DestinationEndpoint } from '../api/index.js';
 import { DETECT_TIMEOUT_MS } from '../core/index.js';
 import { errorMessage, type Logger, MeshError, silentLogger } from '../shared/index.js';
 import { detectHttp, HTTP1_MAX_REQUEST_LINE_BYTES } from './detect-http.js';
-import { RESPOND_WITH_BODY, RESPOND_WITHOUT_BODY, requestOptions } from './h2-stream-options.js';
-import { headerValue, relayHttp1, relayHttp2 } from './http-relay.js';
+import { H2_INTERNAL_ERROR, H2Connection, type H2Stream, type H2StreamEvents } from './h2-connection.js';
+import type { HeaderBlock } from './hpack.js';
+import { headerValue, relayHttp1 } from './http-relay.js';
 import { Http1Server, type Http1ServerRequest, type Http1ServerResponse } from './http1-server.js';
 import { pipeBoth } from './inbound-forward.js';
 import { grpcMessage, L5D_PROXY_ERROR, safeHeaderValue } from './inbound-http-headers.js';
-import { grpcStatusValue, h2Error } from './metrics-http.js';
+import { grpcStatusValue } from './metrics-http.js';
 import type { OutboundExchange, OutboundMetrics } from './metrics-outbound.js';
 import type { OriginalDst, OriginalDstReader } from './original-dst.js';
 import { EndpointLoad, pickP2C } from './outbound-balancer.js';
 import type { OutboundConnectError, OutboundConnectFailure, OutboundConnector, OutboundProtocol } from './outbound-connector.js';
-import { filterOutboundRequest1, filterOutboundRequest2, parseAbsoluteForm } from './outbound-http-headers.js';
+import { OutboundH2Relay, type OutboundH2RelayHost } from './outbound-h2-relay.js';
+import { filterOutboundRequest1, parseAbsoluteForm } from './outbound-http-headers.js';
 import type { OutboundResolution, OutboundTarget, OutboundTargetParse } from './outbound-resolver.js';
 import { readPrefix } from './prefix-reader.js';
 
@@ -154,8 +147,6 @@ export interface OutboundProxyOptions {
   readonly logger?: Logger;
 }
 
-const { NGHTTP2_INTERNAL_ERROR, NGHTTP2_NO_ERROR } = h2constants;
-const END_STREAM = h2constants.NGHTTP2_FLAG_END_STREAM;
 const GRPC_UNAVAILABLE = 14;
 const GRPC_UNIMPLEMENTED = 12;
 const GRPC_INVALID_ARGUMENT = 3;
@@ -166,9 +157,12 @@ const MAX_HEADER_BYTES = 16 * 1024;
 
 function noop(): void {}
 
-function first(v: string | string[] | undefined): string | undefined {
-  return Array.isArray(v) ? v[0] : v;
-}
+/** Events of a stream the proxy could not take on: whatever arrives on it is dropped. */
+const IGNORE_STREAM: H2StreamEvents = {
+  headers: noop,
+  data: (s, chunk) => s.consumed(chunk.length),
+  closed: noop,
+};
 
 function hostPort(ip: string, port: number): string {
   return ip.includes(':') ? `[${ip}]:${port}` : `${ip}:${port}`;
@@ -239,8 +233,13 @@ export class OutboundProxy {
   readonly #load = new EndpointLoad();
   readonly #keys = new WeakMap<DestinationEndpoint, string>();
   readonly #h1: Http1Server<undefined>;
-  readonly #h2: Http2Server;
-  readonly #h2Sessions = new Set<Http2Session>();
+  readonly #h2Conns = new Set<H2Connection>();
+  /** How HTTP/2 relays report the endpoint's failures (one object for all of them). */
+  readonly #relayHost: OutboundH2RelayHost = {
+    failed: (relay, detail) =>
+      this.#reply2(relay, { status: 502, reason: 'endpoint failed', detail: `the endpoint failed before responding: ${detail}` }, GRPC_UNAVAILABLE),
+    aborted: () => this.#error('response aborted'),
+  };
   readonly #clients = new Set<Socket>();
   readonly #errors: Partial<Record<OutboundErrorReason, number>> = {};
   #server: Server | undefined;
@@ -287,14 +286,6 @@ export class OutboundProxy {
         failed: (err) => this.#log.error({ err }, 'outbound HTTP request failed in the proxy'),
       },
     });
-
-    this.#h2 = createHttp2Server();
-    this.#h2.on('session', (session: Http2Session) => {
-      this.#h2Sessions.add(session);
-      session.once('close', () => this.#h2Sessions.delete(session));
-    });
-    this.#h2.on('stream', (stream: ServerHttp2Stream, headers: Http2IncomingHeaders, flags: number) => this.#onStream(stream, headers, flags));
-    this.#h2.on('sessionError', noop);
   }
 
   /** The bound port once started. */
@@ -360,8 +351,8 @@ export class OutboundProxy {
     const closed = server === undefined || !server.listening ? Promise.resolve() : new Promise<void>((resolve) => server.close(() => resolve()));
     for (const s of this.#clients) s.destroy();
     this.#clients.clear();
-    for (const s of this.#h2Sessions) s.destroy();
-    this.#h2Sessions.clear();
+    for (const c of [...this.#h2Conns]) c.destroy();
+    this.#h2Conns.clear();
     this.#h1.close();
     await closed;
   }
@@ -428,8 +419,7 @@ export class OutboundProxy {
         if (r.result === 'http1') {
           this.#h1.serve(raw, undefined);
         } else if (r.result === 'http2') {
-          // The session drains the put-back bytes itself: no resume (STACK.md §2.13).
-          this.#h2.emit('connection', raw);
+          this.#serve2(raw);
         } else {
           this.#error('not http');
           raw.destroy();
@@ -684,145 +674,157 @@ export class OutboundProxy {
   // -------------------------------------------------------------------------------------------
   // HTTP/2 prior knowledge
 
-  #onStream(stream: ServerHttp2Stream, headers: Http2IncomingHeaders, flags: number): void {
+  /** Serves an HTTP/2 connection (prior knowledge: detection saw the preface, which it put back). */
+  #serve2(raw: Socket): void {
+    // No idle deadline: a client's channel to its own sidecar may sit idle for long, and is cheap.
+    const conn: H2Connection = new H2Connection(raw, {
+      role: 'server',
+      idleTimeoutMs: 0,
+      onStream: (stream, block) => {
+        try {
+          this.#onStream(stream, block);
+        } catch (err) {
+          // A defect of ours must not take the connection (or the process) down: this stream fails.
+          this.#log.error({ err }, 'outbound HTTP/2 request failed in the proxy');
+          stream.events ??= IGNORE_STREAM;
+          stream.reset(H2_INTERNAL_ERROR);
+        }
+      },
+      onClose: (code, reason) => {
+        this.#h2Conns.delete(conn);
+        if (code === H2_INTERNAL_ERROR) this.#log.error({ client: raw.remoteAddress, reason }, 'outbound HTTP/2 connection failed in the proxy');
+        else if (reason !== undefined && this.#log.isLevelEnabled('debug'))
+          this.#log.debug({ client: raw.remoteAddress, code, reason }, 'outbound HTTP/2 connection failed');
+      },
+    });
+    this.#h2Conns.add(conn);
+  }
+
+  #onStream(stream: H2Stream, block: HeaderBlock): void {
     this.#requests++;
-    // Errors surface as 'close'; an 'error' without a listener would crash the process.
-    stream.on('error', noop);
-    const ex = this.#metrics?.exchange();
-    if (ex !== undefined) {
-      stream.once('close', () => {
-        const code = stream.rstCode;
-        // A reset (by the client, or ours relaying the endpoint's) fails the exchange.
-        if (code !== undefined && code !== NGHTTP2_NO_ERROR) ex.fail(h2Error(code));
-        ex.end();
-      });
+    const pairs = block.pairs;
+    let path: string | undefined;
+    let scheme: string | undefined;
+    let authority: string | undefined;
+    let host: string | undefined;
+    let grpc = false;
+    for (let i = 0; i + 1 < pairs.length; i += 2) {
+      const name = pairs[i] as string;
+      if (name === ':path') path = pairs[i + 1];
+      else if (name === ':scheme') scheme = pairs[i + 1];
+      else if (name === ':authority') authority = pairs[i + 1];
+      else if (name === 'host') host ??= pairs[i + 1];
+      else if (name === 'content-type') grpc ||= (pairs[i + 1] as string).startsWith('application/grpc');
     }
-    const grpc = (first(headers['content-type']) ?? '').startsWith('application/grpc');
-    const path = first(headers[':path']);
+    // From here the relay is the stream's events: it holds the request body until there is an endpoint.
+    const relay = new OutboundH2Relay(stream, block, grpc, this.#metrics?.exchange());
+    const ex = relay.ex;
     if (path === undefined) {
-      this.#reply2(stream, grpc, { status: 501, reason: 'upgrade not supported', detail: 'CONNECT over HTTP/2 is not supported' }, GRPC_UNIMPLEMENTED, ex);
+      this.#reply2(relay, { status: 501, reason: 'upgrade not supported', detail: 'CONNECT over HTTP/2 is not supported' }, GRPC_UNIMPLEMENTED);
       return;
     }
-    const scheme = first(headers[':scheme']);
-    const authority = first(headers[':authority']) ?? first(headers.host);
+    authority ??= host;
     if (scheme !== 'http' || authority === undefined) {
       const detail = authority === undefined ? 'no :authority' : `unsupported scheme ${JSON.stringify(scheme)}: use CONNECT for anything but http`;
-      this.#reply2(stream, grpc, { status: 400, reason: 'bad request', detail }, GRPC_INVALID_ARGUMENT, ex);
+      this.#reply2(relay, { status: 400, reason: 'bad request', detail }, GRPC_INVALID_ARGUMENT);
       return;
     }
     const parsed = this.#resolver.parse(authority, 80);
     if (!parsed.ok) {
-      this.#reply2(stream, grpc, { status: 502, reason: 'unknown service', detail: parsed.reason }, GRPC_UNAVAILABLE, ex);
+      this.#reply2(relay, { status: 502, reason: 'unknown service', detail: parsed.reason }, GRPC_UNAVAILABLE);
       return;
     }
     ex?.to(parsed.target);
-    const forward = filterOutboundRequest2(headers);
-    const endStream = (flags & END_STREAM) !== 0;
     this.#resolver.resolve(parsed.target).then(
       (r) => {
-        if (stream.destroyed || stream.closed) return;
+        if (relay.over) return;
         const e = endpointsOf(r);
-        if ('failure' in e) this.#reply2(stream, grpc, e.failure, GRPC_UNAVAILABLE, ex);
-        else void this.#send2(stream, grpc, e.endpoints, forward, endStream, ex);
+        if ('failure' in e) this.#reply2(relay, e.failure, GRPC_UNAVAILABLE);
+        else this.#send2(relay, e.endpoints, undefined);
       },
-      (e: unknown) => this.#reply2(stream, grpc, { status: 502, reason: 'destination unavailable', detail: errorMessage(e) }, GRPC_UNAVAILABLE, ex),
+      (e: unknown) => this.#reply2(relay, { status: 502, reason: 'destination unavailable', detail: errorMessage(e) }, GRPC_UNAVAILABLE),
     );
   }
 
-  async #send2(
-    stream: ServerHttp2Stream,
-    grpc: boolean,
-    endpoints: readonly DestinationEndpoint[],
-    headers: Http2OutgoingHeaders,
-    endStream: boolean,
-    ex: OutboundExchange | undefined,
-  ): Promise<void> {
-    let failed: Set<DestinationEndpoint> | undefined;
-    let session: ClientHttp2Session;
-    let ep: DestinationEndpoint;
-    for (;;) {
-      const picked = this.#pick(endpoints, 'requests', failed);
-      if (picked === undefined) {
-        this.#reply2(stream, grpc, { status: 502, reason: 'connect failed', detail: 'no endpoint left to try' }, GRPC_UNAVAILABLE, ex);
-        return;
-      }
-      ep = picked;
-      ex?.attempt(ep);
-      try {
-        session = await this.#connector.session2(ep, this.#protocolFor(ep, 'http2') === 'opaque' ? 'opaque' : 'http2');
-        break;
-      } catch (e) {
+  /** Sends the request to an endpoint (`failed`: the one whose connect failed, for the one retry). */
+  #send2(relay: OutboundH2Relay, endpoints: readonly DestinationEndpoint[], failed: Set<DestinationEndpoint> | undefined): void {
+    const ep = this.#pick(endpoints, 'requests', failed);
+    if (ep === undefined) {
+      this.#reply2(relay, { status: 502, reason: 'connect failed', detail: 'no endpoint left to try' }, GRPC_UNAVAILABLE);
+      return;
+    }
+    relay.ex?.attempt(ep);
+    const protocol = this.#protocolFor(ep, 'http2') === 'opaque' ? 'opaque' : 'http2';
+    const live = this.#connector.liveSession2(ep, protocol);
+    if (live !== undefined) {
+      this.#open2(relay, ep, live, protocol, true);
+      return;
+    }
+    this.#connector.session2(ep, protocol).then(
+      (session) => this.#open2(relay, ep, session, protocol, true),
+      (e: unknown) => {
+        if (relay.over) return;
         if (!isConnectError(e)) {
-          this.#reply2(stream, grpc, { status: 502, reason: 'connect failed', detail: errorMessage(e) }, GRPC_UNAVAILABLE, ex);
+          this.#reply2(relay, { status: 502, reason: 'connect failed', detail: errorMessage(e) }, GRPC_UNAVAILABLE);
           return;
         }
         if (this.#retryAfter(ep, e, endpoints, failed)) {
-          failed = new Set([ep]);
-          continue;
+          this.#send2(relay, endpoints, new Set([ep]));
+          return;
         }
-        this.#reply2(stream, grpc, connectFailure(e), GRPC_UNAVAILABLE, ex);
+        this.#reply2(relay, connectFailure(e), GRPC_UNAVAILABLE);
+      },
+    );
+  }
+
+  /** Opens the endpoint's stream on `session` and relays; a session that went away meanwhile is replaced once (`again`). */
+  #open2(relay: OutboundH2Relay, ep: DestinationEndpoint, session: H2Connection, protocol: 'http2' | 'opaque', again: boolean): void {
+    if (relay.over) return;
+    const up = session.request(relay.pairs, relay.headersOnly, relay.sensitive);
+    if (up === undefined) {
+      if (again && !session.usable) {
+        // It went away between uses (GOAWAY, closing, stream ids spent): a new one.
+        this.#connector.session2(ep, protocol).then(
+          (s) => this.#open2(relay, ep, s, protocol, false),
+          (e: unknown) =>
+            this.#reply2(relay, isConnectError(e) ? connectFailure(e) : { status: 502, reason: 'connect failed', detail: errorMessage(e) }, GRPC_UNAVAILABLE),
+        );
         return;
       }
-    }
-    if (stream.destroyed || stream.closed) return;
-    let up: ClientHttp2Stream;
-    try {
-      up = session.request(headers, requestOptions(endStream));
-    } catch (e) {
-      this.#reply2(stream, grpc, { status: 502, reason: 'endpoint failed', detail: errorMessage(e) }, GRPC_UNAVAILABLE, ex);
+      const detail = session.usable ? 'too many requests wait for the endpoint' : 'the connection to the endpoint closed';
+      this.#reply2(relay, { status: 502, reason: 'endpoint failed', detail }, GRPC_UNAVAILABLE);
       return;
     }
-    ex?.sent();
-    const done = this.#load.startRequest(this.#key(ep));
-    // Before relayHttp2's listener: the request is counted down before anything is answered.
-    up.once('close', done);
-    relayHttp2(stream, up, endStream, {
-      unrelayable: (e) =>
-        this.#reply2(
-          stream,
-          grpc,
-          { status: 502, reason: 'endpoint failed', detail: `unrelayable response headers: ${errorMessage(e)}` },
-          GRPC_UNAVAILABLE,
-          ex,
-        ),
-      failedBeforeResponse: (err) => {
-        // A reset by the endpoint is labelled as upstream spells it, like the inbound side's.
-        if (err === undefined) ex?.fail(h2Error(up.rstCode));
-        const detail = `the endpoint failed before responding: ${err?.message ?? `stream reset (code ${up.rstCode})`}`;
-        this.#reply2(stream, grpc, { status: 502, reason: 'endpoint failed', detail }, GRPC_UNAVAILABLE, ex);
-      },
-      // The client's stream is then reset with the endpoint's code: the close listener labels it.
-      aborted: () => this.#error('response aborted'),
-    });
-    if (ex !== undefined) {
-      // After the relay's own listeners: only headers it actually sent count.
-      up.on('response', (h: Http2IncomingHeaders) => {
-        if (stream.headersSent) ex.head(Number(h[':status']), grpcStatusValue(h['grpc-status']));
-      });
-      up.on('trailers', (t: Http2IncomingHeaders) => ex.trailers(grpcStatusValue(t['grpc-status'])));
+    relay.ex?.sent();
+    if (!relay.send(up, this.#relayHost, this.#load.startRequest(this.#key(ep)))) {
+      // Closed already: the connection failed while the headers were being sent.
+      this.#reply2(relay, { status: 502, reason: 'endpoint failed', detail: 'the connection to the endpoint failed' }, GRPC_UNAVAILABLE);
     }
   }
 
   /** A response of the proxy's own on an HTTP/2 stream (gRPC: trailers-only with `grpcStatus`). */
-  #reply2(stream: ServerHttp2Stream, grpc: boolean, f: Failure, grpcStatus: number, ex: OutboundExchange | undefined): void {
+  #reply2(relay: OutboundH2Relay, f: Failure, grpcStatus: number): void {
     this.#error(f.reason);
-    ex?.fail(f.reason);
+    relay.ex?.fail(f.reason);
     if (this.#log.isLevelEnabled('debug')) this.#log.debug({ status: f.status, reason: f.reason, detail: f.detail }, 'outbound request failed');
-    if (stream.destroyed || stream.closed) return;
-    if (stream.headersSent) {
-      stream.close(NGHTTP2_INTERNAL_ERROR);
+    const stream = relay.down;
+    relay.answer();
+    if (stream.closed) return;
+    if (stream.headersDone) {
+      stream.reset(H2_INTERNAL_ERROR);
       return;
     }
-    const h: Http2OutgoingHeaders = grpc
-      ? { ':status': 200, 'content-type': 'application/grpc', 'grpc-status': String(grpcStatus), 'grpc-message': grpcMessage(f.detail) }
-      : { ':status': f.status, 'content-type': 'text/plain; charset=utf-8' };
-    h[L5D_PROXY_ERROR] = safeHeaderValue(f.detail);
-    if (grpc) {
-      stream.respond(h, RESPOND_WITHOUT_BODY);
+    const h = relay.grpc
+      ? [':status', '200', 'content-type', 'application/grpc', 'grpc-status', String(grpcStatus), 'grpc-message', grpcMessage(f.detail)]
+      : [':status', String(f.status), 'content-type', 'text/plain; charset=utf-8'];
+    h.push(L5D_PROXY_ERROR, safeHeaderValue(f.detail));
+    // A request still sending its body is then reset with NO_ERROR (h2-connection), so its body stops.
+    if (relay.grpc) {
+      stream.respond(h, true);
     } else {
-      stream.respond(h, RESPOND_WITH_BODY);
-      stream.end(`${f.detail}\n`);
+      stream.respond(h, false);
+      stream.write(Buffer.from(`${f.detail}\n`, 'utf8'));
+      stream.end();
     }
-    if (!stream.readableEnded) stream.resume();
   }
 }
