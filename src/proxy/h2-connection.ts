@@ -58,7 +58,7 @@
 import type { Duplex } from 'node:stream';
 import { type MessageFacts, messageProblem } from './h2-message.js';
 import { ByteWriter, type HeaderBlock, HpackDecoder, HpackEncoder } from './hpack.js';
-import { unsentBytes } from './node-internals.js';
+import { detached, LINGER_STEP_MS, lingerThenDestroy } from './http-socket.js';
 
 /** HTTP/2 error codes (RFC 9113 §7). */
 export const H2_NO_ERROR = 0x0;
@@ -125,13 +125,6 @@ export const MAX_HEADER_FIELDS = 128;
 export const SETTINGS_TIMEOUT_MS = 10_000;
 /** Client streams that may wait for a concurrency slot; beyond them {@link H2Connection.request} refuses. */
 export const MAX_WAITING_STREAMS = 4096;
-/**
- * After its end, a socket is destroyed a second after its buffered output is out, once that output
- * has not moved for {@link LINGER_STALL_MS}, or after {@link LINGER_MAX_MS} in any case.
- */
-const LINGER_STEP_MS = 1000;
-const LINGER_STALL_MS = 5000;
-const LINGER_MAX_MS = 30_000;
 const MAX_STREAM_ID = 0x7fff_ffff;
 /** Default of {@link H2ConnectionOptions.headerBlockTimeoutMs}: HTTP/1's header deadline (inbound-http's `headersTimeoutMs`). */
 export const HEADER_BLOCK_TIMEOUT_MS = 10_000;
@@ -1458,31 +1451,4 @@ const EMPTY_PAIRS: readonly string[] = [];
 function timeoutOption(name: string, value: number, zeroOk: boolean): number {
   if (Number.isInteger(value) && value <= 0x7fff_ffff && (value > 0 || (zeroOk && value === 0))) return value;
   throw new RangeError(`bad ${name} ${value}`);
-}
-
-/** `chunk`, or a copy of it when it is a small slice of a larger buffer (which it would keep alive while held). */
-export function detached(chunk: Buffer): Buffer {
-  return chunk.length * 2 < chunk.buffer.byteLength ? Buffer.from(chunk) : chunk;
-}
-
-/**
- * After `end()`: a peer that never reads (or never closes its side) must not hold the socket, but
- * one that is still reading what was buffered for it gets it (see {@link LINGER_STALL_MS}).
- */
-export function lingerThenDestroy(socket: Duplex): void {
-  const started = Date.now();
-  let left = unsentBytes(socket);
-  let stalled = 0;
-  const check = (): void => {
-    if (socket.destroyed) return;
-    const now = unsentBytes(socket);
-    stalled = now > 0 && now >= left ? stalled + LINGER_STEP_MS : 0;
-    if (now === 0 || stalled >= LINGER_STALL_MS || Date.now() - started >= LINGER_MAX_MS) {
-      socket.destroy();
-      return;
-    }
-    left = now;
-    setTimeout(check, LINGER_STEP_MS).unref();
-  };
-  setTimeout(check, LINGER_STEP_MS).unref();
 }

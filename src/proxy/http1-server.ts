@@ -45,7 +45,7 @@
  */
 import { STATUS_CODES } from 'node:http';
 import { type Duplex, Readable } from 'node:stream';
-import { lingerThenDestroy } from './h2-connection.js';
+import { lingerThenDestroy } from './http-socket.js';
 import { createRequestParser, type Http1Parser } from './http1-parser.js';
 import { unsentBytes } from './node-internals.js';
 
@@ -771,7 +771,7 @@ class ServerConnection<C> {
   /**
    * Ends the connection once what is written has left (once): nothing more is read, and no
    * deadline of a request applies; a peer that stops reading what is left is cut off by the
-   * linger bounds (h2-connection's `lingerThenDestroy`).
+   * linger bounds (http-socket's `lingerThenDestroy`).
    */
   #endSocket(): void {
     const socket = this.socket;

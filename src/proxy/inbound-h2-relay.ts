@@ -15,9 +15,10 @@
  *   more, on a new connection if need be. A connection that failed to connect or to send its
  *   SETTINGS is not tried again: that would only double the wait for the same 502.
  */
-import { detached, H2_CANCEL, H2_INTERNAL_ERROR, H2_NO_ERROR, H2_REFUSED_STREAM, type H2Stream, type H2StreamEvents } from './h2-connection.js';
+import { H2_CANCEL, H2_INTERNAL_ERROR, H2_NO_ERROR, H2_REFUSED_STREAM, type H2Stream, type H2StreamEvents } from './h2-connection.js';
 import type { HeaderBlock } from './hpack.js';
 import { headerValue } from './http-relay.js';
+import { detached } from './http-socket.js';
 import { isL5dHeader } from './inbound-http-headers.js';
 import { grpcStatusValue, type HttpExchange, h2Error } from './metrics-http.js';
 

@@ -15,9 +15,10 @@
  *   A NO_ERROR reset by the endpoint after its whole response (RFC 9113 §8.1) only stops the
  *   request body. A request is never sent twice.
  */
-import { detached, H2_CANCEL, H2_INTERNAL_ERROR, H2_NO_ERROR, type H2Stream, type H2StreamEvents } from './h2-connection.js';
+import { H2_CANCEL, H2_INTERNAL_ERROR, H2_NO_ERROR, type H2Stream, type H2StreamEvents } from './h2-connection.js';
 import type { HeaderBlock } from './hpack.js';
 import { headerValue } from './http-relay.js';
+import { detached } from './http-socket.js';
 import { HOP_BY_HOP } from './inbound-http-headers.js';
 import { grpcStatusValue, h2Error } from './metrics-http.js';
 import type { OutboundExchange } from './metrics-outbound.js';
