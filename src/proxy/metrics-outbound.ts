@@ -39,7 +39,7 @@ import type { DestinationEndpoint } from '../api/index.js';
 import type { Labels, MetricsRegistry } from './metric-cells.js';
 import { HttpExchange, type HttpFamilies, type HttpRecorder, HttpSeries, registerHttpFamilies } from './metrics-http.js';
 import { outboundLabels, outboundTargetLabels } from './metrics-transport.js';
-import type { OutboundTarget } from './outbound-resolver.js';
+import type { OutboundTarget } from './outbound-target.js';
 
 /** The leading label of every outbound request series. */
 const OUTBOUND: Labels = Object.freeze({ direction: 'outbound' });

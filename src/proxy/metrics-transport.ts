@@ -45,7 +45,7 @@ import {
   type ValueCell,
 } from './metric-cells.js';
 import { labelsOf, targetLabels } from './metrics-labels.js';
-import type { OutboundTarget } from './outbound-resolver.js';
+import type { OutboundTarget } from './outbound-target.js';
 
 /** The series of one label set: what its connections update (one eviction group). */
 export class TransportSeries extends SeriesGroup {

@@ -28,6 +28,7 @@
 import type { DestinationEndpoint, DestinationEvent, GrpcError, StreamHandlers, WireResult } from '../api/index.js';
 import { formatIp, parseIp } from '../core/index.js';
 import { Backoff, type BackoffOptions, type Logger, silentLogger, type Timers, UNREF_TIMERS } from '../shared/index.js';
+import type { OutboundTarget } from './outbound-target.js';
 
 /** What the cache needs of a Destination client (structurally, `DestinationClient`). */
 export interface DestinationSource {
@@ -35,15 +36,7 @@ export interface DestinationSource {
   get(path: string, handlers: StreamHandlers<WireResult<DestinationEvent>>): () => void;
 }
 
-/** A parsed outbound target: what the application asked for and the Destination path for it. */
-export interface OutboundTarget {
-  readonly kind: 'name' | 'ip';
-  /** The host as resolved: the fully qualified service name, or the canonical IP. */
-  readonly host: string;
-  readonly port: number;
-  /** The Destination path: `svc.ns.svc.<domain>:port`, `ip:port` or `[ip6]:port`. */
-  readonly path: string;
-}
+export type { OutboundTarget } from './outbound-target.js';
 
 /** Result of {@link parseOutboundAuthority}. */
 export type OutboundTargetParse = { readonly ok: true; readonly target: OutboundTarget } | { readonly ok: false; readonly reason: string };
