@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { filterHttp1Request, filterHttp1Response, filterHttp2Response, grpcMessage, isL5dHeader, safeHeaderValue } from './inbound-http-headers.js';
+import { filterHttp1Request, filterHttp1Response, grpcMessage, isL5dHeader, safeHeaderValue } from './inbound-http-headers.js';
 
 describe('inbound HTTP header hygiene', () => {
   it('recognises l5d-* names in any case, and nothing else', () => {
@@ -60,17 +60,6 @@ describe('inbound HTTP header hygiene', () => {
         'b=2',
       ]),
       ['Content-Type', 'text/plain', 'Set-Cookie', 'a=1', 'Set-Cookie', 'b=2'],
-    );
-  });
-
-  it('filters HTTP/2 response headers: pseudo-headers other than :status out', () => {
-    assert.deepEqual(
-      { ...filterHttp2Response({ ':status': 200, 'content-type': 'application/grpc', 'set-cookie': ['a', 'b'] }) },
-      {
-        ':status': 200,
-        'content-type': 'application/grpc',
-        'set-cookie': ['a', 'b'],
-      },
     );
   });
 

@@ -1,5 +1,5 @@
 /**
- * Header hygiene of the inbound HTTP stack (POLICY-SEMANTICS §4.7): what the policy sees, what
+ * Header hygiene of the inbound and outbound HTTP stacks (POLICY-SEMANTICS §4.7): what the policy sees, what
  * is forwarded to the application and what is relayed back. Invariants:
  * - every `l5d-*` and `l5d_*` header a client sent is dropped (case-insensitively), so a client cannot spoof
  *   `l5d-client-id` (the proxy adds it itself, from the verified mesh identity, after
@@ -13,7 +13,6 @@
  *   `l5d-client-id`), with every value of a repeated header: a route's header match and the
  *   application never read different values.
  */
-import type { OutgoingHttpHeaders as Http2OutgoingHeaders } from 'node:http2';
 
 /** The header the proxy sets toward the application for mesh clients with a verified identity. */
 export const L5D_CLIENT_ID = 'l5d-client-id';
@@ -131,21 +130,6 @@ export function filterHttp1Response(raw: readonly string[]): string[] {
     const lower = name.toLowerCase();
     if (HOP_BY_HOP.has(lower) || named?.has(lower) === true) continue;
     out.push(name, raw[i + 1] as string);
-  }
-  return out;
-}
-
-/**
- * Copies an HTTP/2 response's headers from the application, pseudo-headers other than `:status`
- * and connection-specific headers dropped (node:http2 refuses to send those).
- */
-export function filterHttp2Response(headers: Readonly<Http2OutgoingHeaders>): Http2OutgoingHeaders {
-  const out: Http2OutgoingHeaders = Object.create(null) as Http2OutgoingHeaders;
-  for (const name in headers) {
-    if (name.charCodeAt(0) === 0x3a /* : */ && name !== ':status') continue;
-    if (HOP_BY_HOP.has(name)) continue;
-    const v = headers[name];
-    if (v !== undefined) out[name] = v;
   }
   return out;
 }

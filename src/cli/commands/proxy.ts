@@ -46,7 +46,7 @@ import {
   settleHeapWhenQuiet,
   startProxy,
 } from '../../proxy/index.js';
-import { createLogger, errorMessage, hasCode, installLeanAsyncBind } from '../../shared/index.js';
+import { createLogger, errorMessage, hasCode } from '../../shared/index.js';
 import { networks } from '../cluster-config.js';
 import { type CliIo, EXIT, parseListenAddress, UsageError, untilStopped } from '../io.js';
 import { palette } from '../output.js';
@@ -295,8 +295,6 @@ export async function runProxy(flags: ProxyFlags, io: CliIo, signals: AbortSigna
   readFlagFile(flags.tokenFile, '--token-file');
 
   const logger = createLogger({ name: 'proxy', level: (flags.logLevel as (typeof LEVELS)[number] | undefined) ?? 'info' });
-  // The process is the sidecar: node's per-request HTTP/2 bind is made lean for all of it (async-bind.ts).
-  installLeanAsyncBind();
   let running: RunningProxy;
   try {
     running = await startProxy({
