@@ -9,7 +9,7 @@
 import { EventEmitter } from 'node:events';
 import type { Socket } from 'node:net';
 import { type ClientInfo, type Meta, type Permit, parseIp, type RequestInfo } from '../src/core/index.js';
-import { InboundMetrics, MetricsRegistry } from '../src/proxy/index.js';
+import { InboundMetrics, processMetricsRegistry } from '../src/proxy/index.js';
 import { createRegistry, promClient } from '../src/shared/index.js';
 import { type BenchResult, type MicroTask, runMicro } from './harness.js';
 
@@ -27,7 +27,7 @@ function client(): ClientInfo {
 
 /** Runs the suite. */
 export async function runMetricsSuite(): Promise<BenchResult[]> {
-  const proxyRegistry = new MetricsRegistry({ processMetrics: true });
+  const proxyRegistry = processMetricsRegistry();
   const metrics = new InboundMetrics({ registry: proxyRegistry, targetIp: '10.42.0.9' });
   const hooks = metrics.hooks;
   const c = client();

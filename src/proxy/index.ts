@@ -15,6 +15,7 @@ export * from './metrics-identity.js';
 export * from './metrics-inbound.js';
 export * from './metrics-labels.js';
 export * from './metrics-outbound.js';
+export { processMetricsRegistry, registerProcessMetrics } from './metrics-process.js';
 export * from './metrics-transport.js';
 export { PROXY_NODE_OPTIONS } from './node-options.js';
 export * from './original-dst.js';

@@ -40,10 +40,8 @@
  * The proxy does not use prom-client (the controller does): a sidecar runs in every pod, and
  * prom-client with its dependencies costs about 8 MB of resident memory per process.
  */
-import { readdirSync, readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { MeshError } from '../shared/index.js';
-import { registerGcFamily } from './metrics-gc.js';
 
 /** Label values by name, in exposition order. */
 export type Labels = Readonly<Record<string, string>>;
@@ -120,7 +118,7 @@ export const LATENCY_BUCKETS_MS: readonly number[] = Object.freeze([
   1, 2, 3, 4, 5, 10, 20, 30, 40, 50, 100, 200, 300, 400, 500, 1000, 2000, 3000, 4000, 5000, 10_000, 20_000, 30_000, 40_000, 50_000,
 ]);
 
-type MetricType = 'counter' | 'gauge' | 'histogram';
+export type MetricType = 'counter' | 'gauge' | 'histogram';
 
 /** A family as the registry sees it: its header, and its sample lines rendered at scrape time. */
 interface Family {
@@ -143,8 +141,6 @@ export const METRICS_IDLE_TIMEOUT_MS = 10 * 60_000;
 
 /** Options of {@link MetricsRegistry}. */
 export interface MetricsRegistryOptions {
-  /** Also the upstream proxy's `process_*` families. */
-  readonly processMetrics?: boolean;
   /** A series not updated for this long is evicted (default 10 min; `Infinity`: never). */
   readonly idleTimeoutMs?: number;
   /** Clock in ms (tests inject their own). Default `performance.now`. */
@@ -174,7 +170,6 @@ export class MetricsRegistry {
     this.#sweepIntervalMs = Math.min(idle / 4, 60_000);
     this.#now = opts.now ?? (() => performance.now());
     this.#lastSweepMs = this.#now();
-    if (opts.processMetrics === true) registerProcessMetrics(this);
   }
 
   /**
@@ -251,7 +246,8 @@ function renderLabels(labels: Labels, extra?: string): string {
   return parts.length === 0 ? '' : `{${parts.join(',')}}`;
 }
 
-function renderValue(v: number): string {
+/** A sample value as the text exposition format writes it. */
+export function renderValue(v: number): string {
   if (Number.isNaN(v)) return 'NaN';
   if (v === Number.POSITIVE_INFINITY) return '+Inf';
   if (v === Number.NEGATIVE_INFINITY) return '-Inf';
@@ -511,49 +507,4 @@ export function registerReadFamily(registry: MetricsRegistry, name: string, help
       if (v !== undefined) out.push(`${name} ${renderValue(v)}\n`);
     },
   });
-}
-
-/** The upstream proxy's `process_*` families (Linux reads /proc; elsewhere CPU, memory and start time only), and GC pauses. */
-function registerProcessMetrics(registry: MetricsRegistry): void {
-  const startSeconds = Math.round((Date.now() - process.uptime() * 1000) / 1000);
-  const gauge = (name: string, help: string, read: () => number | undefined, type: MetricType = 'gauge') =>
-    registerReadFamily(registry, name, help, read, type);
-  gauge(
-    'process_cpu_seconds_total',
-    'Total user and system CPU time spent in seconds.',
-    () => {
-      const u = process.cpuUsage();
-      return (u.user + u.system) / 1e6;
-    },
-    'counter',
-  );
-  gauge('process_start_time_seconds', 'Start time of the process since unix epoch in seconds.', () => startSeconds);
-  gauge('process_resident_memory_bytes', 'Resident memory size in bytes.', () => process.memoryUsage.rss());
-  registerGcFamily(registry, renderValue);
-  if (process.platform !== 'linux') return;
-  gauge('process_virtual_memory_bytes', 'Virtual memory size in bytes.', () => procStatusKb('VmSize'));
-  gauge('process_threads', 'Number of OS threads in the process.', () => procStatusKb('Threads', 1));
-  gauge('process_open_fds', 'Number of open file descriptors.', () => tryRead(() => readdirSync('/proc/self/fd').length));
-  gauge('process_max_fds', 'Maximum number of open file descriptors.', () =>
-    tryRead(() => {
-      const m = /^Max open files\s+(\d+)/m.exec(readFileSync('/proc/self/limits', 'utf8'));
-      return m === null ? undefined : Number(m[1]);
-    }),
-  );
-}
-
-/** A `/proc/self/status` field, in bytes for `kB` fields (`unit` 1024) or as is. */
-function procStatusKb(field: string, unit = 1024): number | undefined {
-  return tryRead(() => {
-    const m = new RegExp(`^${field}:\\s+(\\d+)`, 'm').exec(readFileSync('/proc/self/status', 'utf8'));
-    return m === null ? undefined : Number(m[1]) * unit;
-  });
-}
-
-function tryRead(read: () => number | undefined): number | undefined {
-  try {
-    return read();
-  } catch {
-    return undefined;
-  }
 }

@@ -13,6 +13,7 @@ import {
   loadGcPausesAddon,
   startGcCounter,
 } from './metrics-gc.js';
+import { processMetricsRegistry } from './metrics-process.js';
 import { buildAddonIfMissing } from './native-test-helpers.js';
 
 /** Why the addon could not be built, if it could not. Built first: the process's counter starts with the first registry. */
@@ -43,7 +44,7 @@ const settle = (): Promise<void> => new Promise((r) => setTimeout(r, 50));
 
 describe('nodejs_gc_duration_seconds', () => {
   it('counts the major and minor GCs of the process with their pauses', async () => {
-    const registry = new MetricsRegistry({ processMetrics: true });
+    const registry = processMetricsRegistry();
     const text0 = registry.render();
     assert.match(text0, /^# TYPE nodejs_gc_duration_seconds histogram$/m);
     const major0 = kindOf(text0, 'major');
@@ -68,8 +69,8 @@ describe('nodejs_gc_duration_seconds', () => {
   });
 
   it('is one count per process, whichever registry renders it', async () => {
-    const a = new MetricsRegistry({ processMetrics: true });
-    const b = new MetricsRegistry({ processMetrics: true });
+    const a = processMetricsRegistry();
+    const b = processMetricsRegistry();
     exposeGc()();
     await settle();
     assert.equal(kindOf(a.render(), 'major').count, kindOf(b.render(), 'major').count);
@@ -139,7 +140,7 @@ describe('GC counters', () => {
 
   it('a metrics registry of a process with the addon counts natively', (t) => {
     if (realAddon(t) === undefined) return;
-    new MetricsRegistry({ processMetrics: true });
+    processMetricsRegistry();
     assert.deepEqual(gcCounting(), { counting: 'native' });
   });
 

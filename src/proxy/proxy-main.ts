@@ -44,11 +44,12 @@ import { type ProxyIdentity, startProxyIdentity } from './identity-bootstrap.js'
 import { InboundHttp } from './inbound-http.js';
 import { type InboundHttpHandler, InboundProxy } from './inbound-proxy.js';
 import { InboundStatsCounter } from './inbound-stats.js';
-import { MetricsRegistry, registerReadFamily } from './metric-cells.js';
+import { type MetricsRegistry, registerReadFamily } from './metric-cells.js';
 import { gcCounting } from './metrics-gc.js';
 import { type IdentityMetrics, registerIdentityMetrics } from './metrics-identity.js';
 import { InboundMetrics } from './metrics-inbound.js';
 import { OutboundMetrics } from './metrics-outbound.js';
+import { processMetricsRegistry } from './metrics-process.js';
 import type { TransportMetrics } from './metrics-transport.js';
 import { loadOriginalDst, type OriginalDstReader } from './original-dst.js';
 import { DEFAULT_MESH_PORT, OutboundConnector } from './outbound-connector.js';
@@ -187,7 +188,7 @@ interface ProxyContext {
 
 function proxyContext(opts: ProxyOptions, originalDst: OriginalDstReader | undefined): ProxyContext {
   const log = opts.logger ?? silentLogger();
-  const registry = opts.registry ?? new MetricsRegistry({ processMetrics: true });
+  const registry = opts.registry ?? processMetricsRegistry();
   const domain = { controlPlaneNamespace: opts.controlPlaneNamespace, trustDomain: opts.trustDomain };
   const identityName = serviceAccountIdentity(domain, opts.namespace, opts.serviceAccount);
   const tls = new RotatingMeshTls(opts.trustAnchorsPem);

@@ -37,11 +37,11 @@ import {
   DEFAULT_MAX_DISCOVERED_PORTS,
   loadMallocTrim,
   METRICS_IDLE_TIMEOUT_MS,
-  MetricsRegistry,
   type OriginalDstAddonError,
   type PolicyDiscoveryOptions,
   type ProxyInboundPort,
   type ProxyOutboundOptions,
+  processMetricsRegistry,
   type RunningProxy,
   settleHeapWhenQuiet,
   startProxy,
@@ -316,9 +316,7 @@ export async function runProxy(flags: ProxyFlags, io: CliIo, signals: AbortSigna
       ...(localhostNetworks !== undefined ? { localhostNetworks } : {}),
       ...(transparent ? { transparent } : {}),
       policyDiscovery: tuning.policyDiscovery,
-      ...(tuning.metricsIdleTimeoutMs !== undefined
-        ? { registry: new MetricsRegistry({ processMetrics: true, idleTimeoutMs: tuning.metricsIdleTimeoutMs }) }
-        : {}),
+      ...(tuning.metricsIdleTimeoutMs !== undefined ? { registry: processMetricsRegistry({ idleTimeoutMs: tuning.metricsIdleTimeoutMs }) } : {}),
       logger,
     });
   } catch (e) {
