@@ -3,8 +3,8 @@ import { once } from 'node:events';
 import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
 import { PassThrough, Readable } from 'node:stream';
 import { after, afterEach, before, describe, it } from 'node:test';
+import { waitFor, within } from '../shared/testing/waits.js';
 import { Http1Pool, type Http1PoolRequest, plainConnect } from './http1-pool.js';
-import { waitFor, within } from './identity-test-helpers.js';
 
 const HOST = '127.0.0.1';
 const WAIT_MS = 5000;

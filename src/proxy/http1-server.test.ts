@@ -4,8 +4,8 @@ import { type AddressInfo, connect, createServer, type Server, type Socket } fro
 import type { Duplex } from 'node:stream';
 import { after, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { waitFor, within } from '../shared/testing/waits.js';
 import { Http1Server, type Http1ServerEvents, type Http1ServerRequest, type Http1ServerResponse } from './http1-server.js';
-import { waitFor, within } from './identity-test-helpers.js';
 
 const HOST = '127.0.0.1';
 

@@ -8,7 +8,7 @@ import { fstatSync } from 'node:fs';
 import { type AddressInfo, connect, createServer, type Socket } from 'node:net';
 import { after, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { waitFor } from './identity-test-helpers.js';
+import { waitFor } from '../shared/testing/waits.js';
 import { loadNativeHttpParser, socketFd, unsentBytes } from './node-internals.js';
 
 const sockets: Socket[] = [];
