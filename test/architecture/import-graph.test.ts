@@ -160,7 +160,8 @@ describe('import graph', () => {
     const set = new Set(files);
     const graph = new Map<string, Set<string>>();
     for (const f of files) {
-      if (!LAYERED_FOLDERS.includes(moduleOf(f))) continue;
+      // A module's index.ts is its surface, above all of its folders.
+      if (!LAYERED_FOLDERS.includes(moduleOf(f)) || relative(SRC, f) === join(moduleOf(f), 'index.ts')) continue;
       const from = relative(SRC, dirname(f));
       const edges = graph.get(from) ?? new Set<string>();
       graph.set(from, edges);
