@@ -25,7 +25,7 @@
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { constants, type PerformanceEntry, PerformanceObserver } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
+import { nativeAddonPath } from '../shared/index.js';
 
 /** Upper bounds of the buckets, in seconds. */
 export const GC_PAUSE_BUCKETS_S: readonly number[] = Object.freeze([0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25]);
@@ -73,8 +73,8 @@ export interface GcPausesAddon {
   read(out: Float64Array): void;
 }
 
-/** Where `npm run build:native` puts the addon for this Node's ABI, relative to this file in `src/proxy`, `dist/proxy` and `dist/bundle`. */
-export const GC_PAUSES_ADDON_PATH = fileURLToPath(new URL(`../../native/build/node-v${process.versions.modules}/gc_pauses.node`, import.meta.url));
+/** Where `npm run build:native` puts the addon for this Node's ABI. */
+export const GC_PAUSES_ADDON_PATH = nativeAddonPath('gc_pauses', import.meta.url);
 
 /** The addon, or why it cannot be used (not built, or it does not load: built for another Node). */
 export function loadGcPausesAddon(): GcPausesAddon | string {
