@@ -23,10 +23,10 @@ import {
 } from '../core/index.js';
 import type { WorkloadCertificate } from '../identity/index.js';
 import { ADMIN_POLICY_PORT, ADMIN_PROBE_PATHS, AdminServer } from './admin-server.js';
-import { mkTestMesh, TempDirs, within } from './identity-test-helpers.js';
-import { MetricsRegistry } from './metric-cells.js';
-import { InboundMetrics } from './metrics-inbound.js';
-import { MeshTlsContext } from './tls-context.js';
+import { MetricsRegistry } from './metrics/cells.js';
+import { InboundMetrics } from './metrics/inbound.js';
+import { mkTestMesh, TempDirs, within } from './testing/identity.js';
+import { MeshTlsContext } from './tls/context.js';
 
 const HOST = '127.0.0.1';
 const FROM = '127.0.0.2';

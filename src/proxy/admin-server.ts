@@ -60,13 +60,13 @@ import {
   type TlsState,
 } from '../core/index.js';
 import { errorMessage, type Logger, MeshError, silentLogger } from '../shared/index.js';
-import { CLIENT_HELLO_MAX_PREFIX_BYTES, sniffClientHello } from './client-hello.js';
-import { HTTP2_PREFACE } from './detect-http.js';
-import type { InboundHttpConnection } from './inbound-http-connection.js';
-import type { InboundMetricsHooks } from './inbound-stats.js';
-import type { MetricsRegistry } from './metric-cells.js';
-import { type PrefixRead, readPrefix } from './prefix-reader.js';
-import { clientIdentityOf, type InboundTlsSettings } from './tls-context.js';
+import type { InboundHttpConnection } from './inbound/http-connection.js';
+import type { MetricsRegistry } from './metrics/cells.js';
+import type { InboundMetricsHooks } from './metrics/inbound-stats.js';
+import { clientIdentityOf, type InboundTlsSettings } from './tls/context.js';
+import { CLIENT_HELLO_MAX_PREFIX_BYTES, sniffClientHello } from './transport/client-hello.js';
+import { HTTP2_PREFACE } from './transport/detect-http.js';
+import { type PrefixRead, readPrefix } from './transport/prefix-reader.js';
 
 /** The admin port's number in policies (`PortSpec.port`), whatever port the admin server binds. */
 export const ADMIN_POLICY_PORT = 4191;

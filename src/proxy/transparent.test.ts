@@ -24,17 +24,17 @@ import {
   type WireResult,
 } from '../api/index.js';
 import { ALL_NETWORKS, type Authorization, DEFAULT_HTTP_ROUTE, defaultMeta, type InboundServer, type Network, type ProxyProtocol } from '../core/index.js';
-import { TempDirs, waitFor, within } from './identity-test-helpers.js';
-import { InboundProxy, type InboundProxyOptions } from './inbound-proxy.js';
-import type { OriginalDstReader, OriginalDstResult } from './original-dst.js';
-import { OutboundConnector } from './outbound-connector.js';
-import { OutboundProxy } from './outbound-proxy.js';
-import { DestinationCache, type DestinationSource } from './outbound-resolver.js';
-import { HOST, POD_HTTP1, POD_TCP, type ServerSide, startServerSide } from './outbound-test-helpers.js';
-import { type FakeCell, FakeDiscovery, FakePolicies } from './policy-test-helpers.js';
-import { type PolicyWatchClient, PolicyWatcher, type PolicyWatcherOptions } from './policy-watch.js';
-import { MeshTlsContext, TRANSPORT_HEADER_ALPN } from './tls-context.js';
-import { encodeTransportHeader, type TransportHeader } from './transport-header.js';
+import { type PolicyWatchClient, PolicyWatcher, type PolicyWatcherOptions } from './inbound/policy-watch.js';
+import { InboundProxy, type InboundProxyOptions } from './inbound/proxy.js';
+import { OutboundConnector } from './outbound/connector.js';
+import { OutboundProxy } from './outbound/proxy.js';
+import { DestinationCache, type DestinationSource } from './outbound/resolver.js';
+import { TempDirs, waitFor, within } from './testing/identity.js';
+import { HOST, POD_HTTP1, POD_TCP, type ServerSide, startServerSide } from './testing/outbound.js';
+import { type FakeCell, FakeDiscovery, FakePolicies } from './testing/policies.js';
+import { MeshTlsContext, TRANSPORT_HEADER_ALPN } from './tls/context.js';
+import type { OriginalDstReader, OriginalDstResult } from './transport/original-dst.js';
+import { encodeTransportHeader, type TransportHeader } from './transport/transport-header.js';
 
 const WAIT_MS = 5000;
 /** Admitted by the inbound policies in plaintext. */

@@ -43,7 +43,6 @@ import { type ConnectionOptions, type TLSSocket, connect as tlsConnect } from 'n
 import type { StreamHandlers, WireResult } from '../../src/api/index.js';
 import type { Authorization, GrpcRoute, HttpRoute, InboundServer, Network, ProxyProtocol } from '../../src/core/index.js';
 import type { WorkloadCertificate } from '../../src/identity/index.js';
-import { mkTestMesh, TempDirs, type TestMesh, waitFor, within } from '../../src/proxy/identity-test-helpers.js';
 import {
   encodeTransportHeader,
   InboundProxy,
@@ -54,6 +53,7 @@ import {
   TRANSPORT_HEADER_PREFACE,
   type TransportHeader,
 } from '../../src/proxy/index.js';
+import { mkTestMesh, TempDirs, type TestMesh, waitFor, within } from '../../src/proxy/testing/identity.js';
 import { createLogger } from '../../src/shared/index.js';
 
 export { waitFor, within };

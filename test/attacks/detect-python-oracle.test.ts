@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { detectHttp } from '../../src/proxy/detect-http.js';
+import { detectHttp } from '../../src/proxy/transport/detect-http.js';
 
 const RUNS = Number(process.env.WARD_FUZZ_RUNS ?? 400);
 

@@ -17,7 +17,6 @@ import { after, afterEach, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ConnectionOptions, TLSSocket } from 'node:tls';
 import fc from 'fast-check';
-import { captureClientHello } from '../../src/proxy/client-hello-fixtures.js';
 import {
   encodeTransportHeader,
   HTTP2_PREFACE,
@@ -26,6 +25,7 @@ import {
   TRANSPORT_HEADER_ALPN,
   TRANSPORT_HEADER_PREFACE,
 } from '../../src/proxy/index.js';
+import { captureClientHello } from '../../src/proxy/testing/client-hello-fixtures.js';
 import {
   ATTACKER_FROM,
   type AttackLab,

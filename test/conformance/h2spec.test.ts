@@ -21,9 +21,9 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { type TLSSocket, connect as tlsConnect } from 'node:tls';
 import type { InboundServer } from '../../src/core/index.js';
-import { mkTestMesh, TempDirs } from '../../src/proxy/identity-test-helpers.js';
 import { InboundProxy, MeshTlsContext } from '../../src/proxy/index.js';
-import { FakePolicies } from '../../src/proxy/policy-test-helpers.js';
+import { mkTestMesh, TempDirs } from '../../src/proxy/testing/identity.js';
+import { FakePolicies } from '../../src/proxy/testing/policies.js';
 
 const HOST = '127.0.0.1';
 /** Cases of `h2spec --strict` (h2spec v2.2.1). */
