@@ -79,7 +79,7 @@ const HOLD_MS = 40_000;
 const WINDOW_TAIL_MS = 2000;
 /** When the after-attack RSS is read, from the attack's close. */
 const AFTER_MS = 30_000;
-/** How long a fresh mesh sits before its idle RSS is read (V8's memory reducer and heap-settle run by then: see bench/mesh.ts). */
+/** How long a fresh mesh sits before its idle RSS is read (V8's memory reducer and runtime/heap-settle run by then: see bench/mesh.ts). */
 const IDLE_SETTLE_MS = 15_000;
 const SAMPLE_MS = 250;
 /** Clock ticks per second of `/proc/stat` (USER_HZ, 100 on Linux). */

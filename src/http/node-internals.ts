@@ -5,10 +5,10 @@
  * fails that test by name instead of failing the proxy in the field.
  *
  * - `HTTPParser` from `node:_http_common`: llhttp, the parser node's HTTP client and server use
- *   (http1-parser wraps it);
+ *   (h1/parser wraps it);
  * - a socket handle's `writeQueueSize`: what it has yet to hand the kernel (libuv's or TLS's),
  *   which `writableLength` does not tell while one large write drains;
- * - a socket handle's `fd`: the descriptor SO_ORIGINAL_DST is read from (original-dst).
+ * - a socket handle's `fd`: the descriptor SO_ORIGINAL_DST is read from (transport/original-dst).
  */
 import { createRequire } from 'node:module';
 import type { Duplex } from 'node:stream';

@@ -27,7 +27,7 @@
  *
  * Meshed clients of ward's outbound reach 4191 through the mesh port, with a transport header
  * naming port 4191: the inbound proxy hands such HTTP streams here ({@link AdminServer.handleHttp},
- * wired by proxy-main) with the client identity it verified, and they are served exactly like
+ * wired by main) with the client identity it verified, and they are served exactly like
  * connections accepted here.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -361,10 +361,10 @@ export class AdminServer {
       return;
     }
     // Once terminated, the TLS socket is the stream: destroying it closes the TCP socket under it,
-    // and destroying both in one tick crashes Node 20 (see inbound-proxy).
+    // and destroying both in one tick crashes Node 20 (see inbound/proxy).
     this.#streams.delete(raw);
     this.#track(t);
-    // Read once, now: later the peer certificate may no longer be available (tls-context).
+    // Read once, now: later the peer certificate may no longer be available (tls/context).
     const client: ClientInfo = { ip, tls: { kind: 'established', clientId: clientIdentityOf(t) } };
     if (t.alpnProtocol === 'h2') {
       this.#serveHttp(t, client, 'http2');

@@ -13,20 +13,20 @@
  *   application, and the mesh port for transport-header connections (§4.2); ports without a policy
  *   fail closed. In transparent mode any port may be redirected: an undeclared one's policy is
  *   discovered on its first connection (a `WatchPort` stream opened then, bounded in number and
- *   dropped when idle; see policy-watch), and the connection waits for it.
+ *   dropped when idle; see inbound/policy-watch), and the connection waits for it.
  * - Admin (§4.1): `/live`, `/ready`, `/metrics`, `/debug/policies`, each request authorized by the
  *   port-4191 policy (see admin-server), with the client's mesh identity when it has one: the
  *   admin port terminates mesh TLS to this proxy's name, and HTTP streams arriving on the mesh
  *   port with a transport header naming 4191 (how ward's outbound reaches any meshed port) are
  *   handed to the admin server with the identity verified there. Plaintext (probes, unmeshed
  *   scrapers) is served as before.
- * - Outbound (optional): the HTTP forward proxy for the application (outbound-proxy), resolving
+ * - Outbound (optional): the HTTP forward proxy for the application (outbound/proxy), resolving
  *   services through the controller's Destination API (TLS, server name `linkerd-destination.<cp-ns>…`)
  *   and originating mesh TLS with this proxy's certificate, from the pod's address.
  * - Transparent mode (optional, `transparent`): iptables redirects the pod's traffic; no listener
  *   per pod port — the mesh port serves redirected inbound connections as the port they were
  *   headed for, the outbound listener carries redirected outbound ones to their original
- *   destination (SO_ORIGINAL_DST through the native addon, see original-dst).
+ *   destination (SO_ORIGINAL_DST through the native addon, see transport/original-dst).
  *
  * Everything listens at start, before the certificate and the policies arrive; `/ready` says when
  * the proxy can serve: a certificate that has not expired and a policy for every declared port
@@ -307,7 +307,7 @@ function makeInbound(
     counter,
     handleHttp: (conn) => (conn.port === ADMIN_POLICY_PORT ? links.adminHttp(conn) : http.handle(conn)),
     ...(originalDst !== undefined ? { originalDst } : {}),
-    // Transparent mode: the proxy's own listeners are never a discovered port (inbound-proxy).
+    // Transparent mode: the proxy's own listeners are never a discovered port (inbound/proxy).
     isProxyPort: (port) => {
       const bound = links.bound();
       return (

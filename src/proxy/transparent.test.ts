@@ -5,7 +5,7 @@
  * the same detection and authorization as an application listener — and keeps direct
  * (transport-header) connections for the mesh port itself. Outbound: an OutboundProxy carries a
  * redirected connection to its original destination over mesh TLS (the far InboundProxy of
- * outbound-test-helpers sees our identity), to an unknown address in plaintext, and still serves
+ * testing/outbound sees our identity), to an unknown address in plaintext, and still serves
  * HTTP_PROXY clients that address it directly.
  */
 import assert from 'node:assert/strict';
@@ -537,7 +537,7 @@ describe('InboundProxy with originalDst: ports discovered on first connection', 
         port,
         defaultServer('all-unauthenticated', { kind: 'opaque' }, [unauthenticated('all-unauthenticated', ALL_NETWORKS)]),
       );
-      // Wired as proxy-main wires transparent mode: an undeclared port goes to the pod address.
+      // Wired as main wires transparent mode: an undeclared port goes to the pod address.
       const relay = await startLazy({}, undefined, { appHostOf: (_port, podIp) => podIp ?? HOST, appPortOf: (p) => p });
       /** Writes, and resolves once the proxy closed the connection or something came back. */
       const attempt = async (c: Client): Promise<string> => {

@@ -86,7 +86,7 @@ export interface ProxyOptions {
   readonly registry?: MetricsRegistry;
   /** Delays between reconnects of a policy stream (default 100 ms doubling to 5 s). */
   readonly policyBackoff?: BackoffOptions;
-  /** Bounds of the lazy policy discovery of undeclared ports in transparent mode (defaults: see policy-watch). */
+  /** Bounds of the lazy policy discovery of undeclared ports in transparent mode (defaults: see inbound/policy-watch). */
   readonly policyDiscovery?: PolicyDiscoveryOptions;
   /** Delays between failed certificate requests (default 500 ms doubling to 10 s). */
   readonly identityBackoff?: BackoffOptions;

@@ -341,7 +341,7 @@ export async function runProxy(flags: ProxyFlags, io: CliIo, signals: AbortSigna
   const outboundNote = (p.outbound === undefined ? '' : `, outbound :${p.outbound}`) + (transparent ? ', transparent' : '');
   io.err(`ward proxy ready: identity ${running.identity}, mesh :${p.mesh}, admin :${p.admin}, inbound ${served === '' ? 'none' : served}${outboundNote}\n`);
   // Once ready and quiet, the garbage of the start is given back, and again after any burst that
-  // left memory up (heap-settle; the C heap's part through malloc-trim when it is built).
+  // left memory up (runtime/heap-settle; the C heap's part through runtime/malloc-trim when it is built).
   let settle: { stop(): void } | undefined;
   let stopping = false;
   const trim = loadMallocTrim();

@@ -1,6 +1,6 @@
 /**
  * node's own HTTP/1 parser (llhttp, native): the upstream client parses responses with it, the
- * proxies' HTTP/1 servers (http1-server) requests.
+ * proxies' HTTP/1 servers (h1/server) requests.
  *
  * node exposes the parser its `http` module uses as `require('node:_http_common').HTTPParser`: not a
  * documented API, but the one node's HTTP client and server are built on, unchanged in shape

@@ -1,7 +1,7 @@
 /**
  * The HTTP/1 upstream client of both proxies: one keep-alive pool per upstream (the application,
  * or a mesh endpoint), one request per connection at a time, responses parsed by node's native
- * parser (http1-parser). It replaces undici's `Pool` (STACK.md §2.13): a relay needs none of what
+ * parser (h1/parser). It replaces undici's `Pool` (STACK.md §2.13): a relay needs none of what
  * undici's machinery is for (fetch semantics, retries, redirects, pipelining, interceptors), and
  * it cost the proxies CPU on every request. Measured (two ward meshes side by side, HTTP/1 at
  * 1,000 requests/s, 10 alternating rounds of 3 s): the pair's CPU per request 509 → 434 µs

@@ -1,6 +1,6 @@
 /**
  * The server side of HTTP/1 in both proxies: requests parsed by node's native parser
- * (http1-parser), responses framed here. It replaces node's `http.Server`, whose per-request
+ * (h1/parser), responses framed here. It replaces node's `http.Server`, whose per-request
  * machinery (an `IncomingMessage` and a `ServerResponse` stream each, their events and ticks) was
  * most of a proxy's JavaScript time per HTTP/1 request; the outbound and inbound proxies each
  * parse and answer every request, so it counted twice.
@@ -771,7 +771,7 @@ class ServerConnection<C> {
   /**
    * Ends the connection once what is written has left (once): nothing more is read, and no
    * deadline of a request applies; a peer that stops reading what is left is cut off by the
-   * linger bounds (http-socket's `lingerThenDestroy`).
+   * linger bounds (socket.ts's `lingerThenDestroy`).
    */
   #endSocket(): void {
     const socket = this.socket;

@@ -17,7 +17,7 @@
  *   halves of the window, not per frame. DATA is sent within the peer's windows and frame size,
  *   and not at all while the socket is backed up. A small slice of a large read is copied before
  *   it waits in a queue, so a queued byte cannot hold a whole read.
- * - Every header block is decoded in order (HPACK state stays in step) and checked (h2-message):
+ * - Every header block is decoded in order (HPACK state stays in step) and checked (h2/message):
  *   a malformed request or response, DATA beyond or short of `content-length`, trailers without
  *   END_STREAM are stream errors (RST_STREAM PROTOCOL_ERROR) and never reach the consumer.
  *   A request over `MAX_CONCURRENT_STREAMS` is refused (REFUSED_STREAM); one over the header list
@@ -37,7 +37,7 @@
  *   HTTP/1's header deadline), else ENHANCE_YOUR_CALM — a peer that starts a block and goes
  *   silent would otherwise hold up to twice the header list bound forever. A server closes a
  *   connection that had no open stream for {@link H2ConnectionOptions.idleTimeoutMs} with GOAWAY
- *   NO_ERROR; the default, 60 s, is inbound-http's HTTP/1 keep-alive timeout (one idle rule for
+ *   NO_ERROR; the default, 60 s, is inbound/http's HTTP/1 keep-alive timeout (one idle rule for
  *   both protocols) and well above the idle timeouts of Linkerd's own client pools (5 s outbound,
  *   20 s inbound), so a meshed client lets go first. A client that keeps its connection (a gRPC
  *   channel) gets a GOAWAY naming the last stream served, which HTTP/2 clients take as "reconnect
@@ -126,7 +126,7 @@ export const SETTINGS_TIMEOUT_MS = 10_000;
 /** Client streams that may wait for a concurrency slot; beyond them {@link H2Connection.request} refuses. */
 export const MAX_WAITING_STREAMS = 4096;
 const MAX_STREAM_ID = 0x7fff_ffff;
-/** Default of {@link H2ConnectionOptions.headerBlockTimeoutMs}: HTTP/1's header deadline (inbound-http's `headersTimeoutMs`). */
+/** Default of {@link H2ConnectionOptions.headerBlockTimeoutMs}: HTTP/1's header deadline (inbound/http's `headersTimeoutMs`). */
 export const HEADER_BLOCK_TIMEOUT_MS = 10_000;
 /** Default of {@link H2ConnectionOptions.idleTimeoutMs} for a server (see the module comment for why). */
 export const SERVER_IDLE_TIMEOUT_MS = 60_000;

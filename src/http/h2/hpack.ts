@@ -1,6 +1,6 @@
 /**
  * HPACK (RFC 7541), the header compression of HTTP/2, for the proxy's own HTTP/2 framing
- * (h2-connection). One {@link HpackDecoder} per connection reads the peer's header blocks; one
+ * (h2/connection). One {@link HpackDecoder} per connection reads the peer's header blocks; one
  * {@link HpackEncoder} writes ours. Names and values are Latin-1 strings, so every octet survives
  * a round trip unchanged (what a header may hold is checked by the caller, not here).
  *

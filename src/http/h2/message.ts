@@ -1,5 +1,5 @@
 /**
- * What makes an HTTP/2 message malformed (RFC 9113 §8.1-8.3), checked by h2-connection on every
+ * What makes an HTTP/2 message malformed (RFC 9113 §8.1-8.3), checked by h2/connection on every
  * header block it receives before anything else sees it. A malformed request or response is a
  * stream error (PROTOCOL_ERROR): it is never relayed, so what reaches the other side is always a
  * message its own parser would accept, whatever the sender's.

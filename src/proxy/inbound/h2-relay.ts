@@ -4,7 +4,7 @@
  * a relayed request costs one allocation rather than two event objects of closures.
  *
  * - Headers, data and trailers go across as they come; each chunk is credited back to its sender
- *   once written to the other side (h2-connection's flow control), so a slow reader slows its
+ *   once written to the other side (h2/connection's flow control), so a slow reader slows its
  *   writer. The client's trailers lose `l5d-*`, as its headers did.
  * - A reset on either side resets the other; a NO_ERROR reset by the application after its whole
  *   response (RFC 9113 §8.1) only stops the request body.

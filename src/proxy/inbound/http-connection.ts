@@ -17,7 +17,7 @@ export interface InboundHttpConnection {
   /**
    * The stream to serve: the accepted socket, or the TLS socket when mesh TLS was terminated.
    * Paused, with the bytes read for detection put back (hand it to an HTTP server with
-   * `emit('connection', socket)`; see prefix-reader for when to `resume()`).
+   * `emit('connection', socket)`; see transport/prefix-reader for when to `resume()`).
    */
   readonly socket: Socket;
   /** The accepted TCP socket (equal to `socket` without mesh TLS). */

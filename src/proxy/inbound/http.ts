@@ -3,11 +3,11 @@
  * HTTP/2 and gRPC against the port's *current* policy, and forwarding of permitted requests to
  * the application. It is the default `handleHttp` of {@link InboundProxy}.
  *
- * HTTP/1: one {@link Http1Server} per proxy (http1-server: node's parser, our own framing), never
+ * HTTP/1: one {@link Http1Server} per proxy (h1/server: node's parser, our own framing), never
  * listening: each HTTP/1 connection is handed to it with its facts (port, client address and TLS
  * state). HTTP/2: each connection gets an {@link H2Connection} of its own
- * (h2-connection; node:http2 costs more CPU per relayed stream than all of ward's own work), whose
- * streams are relayed (inbound-h2-relay) to the application's on another (inbound-http-upstream);
+ * (h2/connection; node:http2 costs more CPU per relayed stream than all of ward's own work), whose
+ * streams are relayed (inbound/h2-relay) to the application's on another (inbound/http-upstream);
  * a request the application refused unprocessed (its REFUSED_STREAM, its GOAWAY) is sent once more.
  *
  * Per request: the port's current policy → `authorizeRequest` (a port that is no longer HTTP —
@@ -16,7 +16,7 @@
  * body; a gRPC request on HTTP/2 gets a trailers-only 200 with `grpc-status` 7 / 5 / 13. Only a
  * meshed client (mesh TLS with a client identity) also gets the reason, in `l5d-proxy-error` (and
  * `grpc-message`) — §4.7. Permits are forwarded with `l5d-client-id: <verified id>` for meshed
- * clients and every client-sent `l5d-*` header removed (inbound-http-headers); audit permits are
+ * clients and every client-sent `l5d-*` header removed (relay/http-headers); audit permits are
  * logged at info ("Request allowed", `authz.name=audit`), other permits at debug.
  *
  * Decisions documented here:
@@ -35,7 +35,7 @@
  *   coding is not chunked (which node refuses only after the headers) is answered 400 by
  *   Http1Server, for the outbound as for the inbound. Such
  *   requests never reach the application and the connection is closed. Bodies are re-framed by
- *   the upstream pool (http1-pool) toward the application, never relayed as raw bytes. A request
+ *   the upstream pool (h1/pool) toward the application, never relayed as raw bytes. A request
  *   that cannot be written as it came (an asterisk-form `OPTIONS *`, two Host headers:
  *   `refusalOf`) is answered 400 and the connection closed. A request whose body the application
  *   may leave unread (a body on GET, HEAD, OPTIONS, DELETE or TRACE: Python's http.server then
@@ -56,7 +56,7 @@
  * - The application is unreachable or fails before responding: 502 (gRPC: `grpc-status` 14); it
  *   fails mid-response: the client's response is aborted (HTTP/1 connection closed, HTTP/2 stream
  *   reset) since a truncated body must not look complete.
- * - Route filters (§4.10, route-filters) run on permitted requests only, before anything is
+ * - Route filters (§4.10, relay/route-filters) run on permitted requests only, before anything is
  *   forwarded: header edits change what the application receives (never `l5d-*`, so
  *   `l5d-client-id` stays the proxy's); a redirect or an injected failure is answered by the proxy
  *   and the application sees nothing.
@@ -725,14 +725,14 @@ export class InboundHttp {
       upstream = withoutL5d(pairs);
     }
     if (ctx.meshedId !== undefined) upstream = [...upstream, L5D_CLIENT_ID, ctx.meshedId];
-    // Relayed to the application, and its response back (inbound-h2-relay).
+    // Relayed to the application, and its response back (inbound/h2-relay).
     new H2Relay(this.#relayHost(ctx, grpc), stream, upstream, block.sensitive, ex).start();
   }
 
   /**
    * A response of the proxy's own, ending the stream: `status` with an empty body, or for gRPC a
    * trailers-only 200 with `grpcStatus`. The reason only for meshed clients. A request still
-   * sending its body is then reset with NO_ERROR (h2-connection), so its body stops.
+   * sending its body is then reset with NO_ERROR (h2/connection), so its body stops.
    */
   #respond2(stream: H2Stream, ctx: HttpConn, grpc: boolean, status: number, grpcStatus: number, reason: string, location?: string): void {
     if (stream.closed) return;

@@ -15,7 +15,7 @@
  * one) → `None(no_tls_from_remote)`; nothing decisive in time → closed ("tls detection timeout").
  * Local mode puts every pod on a loopback address, so loopback clients are not special-cased: the
  * bytes decide. Then by the port's protocol: `http1`/`http2`/`grpc` → HTTP; `detect` → HTTP
- * detection within the policy's detect timeout (lenient: detect-http), HTTP → HTTP, not HTTP →
+ * detection within the policy's detect timeout (lenient: transport/detect-http), HTTP → HTTP, not HTTP →
  * TCP, still undecided at the deadline or the byte bound → HTTP/1 when the line may still become
  * a request (the strict parser answers), else TCP, and TCP when no byte came; `tls`, `opaque` and
  * passthrough TLS → TCP.
@@ -752,7 +752,7 @@ export class InboundProxy {
           return;
         }
         // Undecided at the deadline or the byte bound: HTTP/1 when the line may still become a
-        // request (the strict parser answers 400 / 408 / 431), else TCP (detect-http). Nothing at
+        // request (the strict parser answers 400 / 408 / 431), else TCP (transport/detect-http). Nothing at
         // all by the deadline: a server-speaks-first protocol, TCP.
         const detected = 'result' in r ? r.result : r.buffer.length > 0 ? detectHttpUndecided(r.buffer) : 'not-http';
         if (detected === 'http1' || detected === 'http2') this.#handleHttp(conn, client, detected, 'detect');
@@ -789,7 +789,7 @@ export class InboundProxy {
     conn.tlsKey = undefined;
     t.on('error', noop);
     conn.front = t;
-    // Read once, now: later the peer certificate may no longer be available (tls-context).
+    // Read once, now: later the peer certificate may no longer be available (tls/context).
     const clientId = clientIdentityOf(t);
     if (conn.direct) this.#onDirectTls(conn, t, clientId);
     else this.#classify(conn, { kind: 'established', clientId });

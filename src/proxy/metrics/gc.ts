@@ -143,7 +143,7 @@ function gcCounter(): GcCounter {
   return state;
 }
 
-/** What {@link registerGcFamily} needs of a registry (metric-cells.ts's `MetricsRegistry`). */
+/** What {@link registerGcFamily} needs of a registry (metrics/cells.ts's `MetricsRegistry`). */
 export interface GcFamilyRegistry {
   register(family: { name: string; help: string; type: 'histogram'; samples(out: string[]): void }): void;
 }

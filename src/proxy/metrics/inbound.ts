@@ -15,9 +15,9 @@
  *   from application errors. `response_*` add `status_code` (absent when no response was
  *   relayed); `response_total` adds `classification="success"|"failure"` and either
  *   `grpc_status_code` or, for an exchange that failed without a complete response, `error`;
- * - the `tcp_*` transport metrics of inbound connections (see metrics-transport).
+ * - the `tcp_*` transport metrics of inbound connections (see metrics/transport).
  *
- * Classification as upstream's default classifier, shared with the outbound side (metrics-http):
+ * Classification as upstream's default classifier, shared with the outbound side (metrics/http):
  * `grpc-status` in the headers, else 5xx, else `grpc-status` in the trailers. An exchange that
  * ended without a complete response (a reset, an application that cannot be reached) is a failure
  * with an `error` label: `h2(<REASON>)` for an HTTP/2 reset (upstream's spelling), else the
@@ -29,14 +29,14 @@
  * `tls="true",client_id` | `tls="no_identity",no_tls_reason` | `tls="opaque",sni` | `tls="disabled"`.
  *
  * Hot path: a decision finds its series through identity-keyed maps (port → server `Meta` →
- * route `Meta` → authz `Meta` → TLS state; see metrics-labels); the `Meta` objects are those of
+ * route `Meta` → authz `Meta` → TLS state; see metrics/labels); the `Meta` objects are those of
  * the compiled policy, so after the first request of a kind nothing is allocated or hashed. A
  * permitted request resolves its series once: `onHttpAllow` and `onHttpRequest` share it, and the
  * series itself is the request's recorder, whose response cells are keyed by status and gRPC
  * status numbers. Series are shared by label values (a policy update that re-creates equal `Meta`
  * objects finds the same series), and the registry reads them at scrape time.
  *
- * Eviction (metric-cells): a route series (allow, request, response and latency cells) is one
+ * Eviction (metrics/cells): a route series (allow, request, response and latency cells) is one
  * group, held by its requests in flight; a connection series is held by its open connections.
  * The identity-keyed indexes start over whenever the registry evicted something, so that a
  * decision after an eviction resolves a live series again (from zero if it was evicted) and the

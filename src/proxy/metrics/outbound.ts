@@ -2,9 +2,9 @@
  * The outbound proxy's HTTP request metrics, as upstream's outbound endpoint metrics, so that
  * `linkerd viz`-style queries over `direction="outbound"` work: `request_total`, `response_total`
  * (`status_code`, `classification`, `grpc_status_code` or `error`; the classifier is the inbound
- * side's, metrics-http) and `response_latency_ms` (upstream buckets, by `status_code`), for HTTP/1
+ * side's, metrics/http) and `response_latency_ms` (upstream buckets, by `status_code`), for HTTP/1
  * absolute-form requests and HTTP/2 streams. CONNECT tunnels and redirected (transparent)
- * connections are transport metrics only (metrics-transport), as before.
+ * connections are transport metrics only (metrics/transport), as before.
  *
  * Labels of a request sent to an endpoint: the outbound transport series' labels without
  * `peer` — `direction="outbound"`, `authority` (the service name and port, for a name),
@@ -31,7 +31,7 @@
  * Hot path: a request's series is found through a `WeakMap` keyed by the endpoint object (one
  * per endpoint announced by the Destination API), built only for its first request; endpoints
  * made up per request for an IP address the controller does not know are found by the target's
- * path, as are target series. Eviction (metric-cells): a series is held by its requests in
+ * path, as are target series. Eviction (metrics/cells): a series is held by its requests in
  * flight; one evicted after being idle is resolved again (from zero) by the next request — every
  * cache checks `evicted`, and the path-keyed maps drop evicted series after each eviction.
  */

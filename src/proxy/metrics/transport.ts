@@ -23,7 +23,7 @@
  * bytes included, as upstream counts them); outbound meshed sockets are TLS sockets, whose counts
  * are the bytes inside TLS.
  *
- * Eviction (metric-cells): a label set's series is one {@link SeriesGroup}, kept by its
+ * Eviction (metrics/cells): a label set's series is one {@link SeriesGroup}, kept by its
  * `tcp_open_connections` gauge while a connection is open, so it is evicted only once all of them
  * closed and it stayed idle for the idle period; it then starts again from zero (bytes included)
  * if the label set comes back.

@@ -1,14 +1,14 @@
 /**
  * One HTTP/2 request of the application relayed by the outbound proxy: the application's stream
  * (`down`, on the proxy's server connection) and the endpoint's (`up`, on the shared connection
- * to the endpoint), one object serving as the events of both, as inbound-h2-relay does.
+ * to the endpoint), one object serving as the events of both, as inbound/h2-relay does.
  *
  * - The relay is the client stream's events from its first frame: while the target is resolved
  *   and the endpoint connected, the request body waits here unconsumed (the stream's window
  *   bounds it), then goes to the endpoint with the client's trailers; each chunk is credited
- *   back to its sender once written to the other side (h2-connection's flow control).
+ *   back to its sender once written to the other side (h2/connection's flow control).
  * - Client trailers lose `l5d-*` and `proxy-*`, as the headers did; the endpoint's headers and
- *   trailers lose hop-by-hop fields (h2-connection has refused connection-specific ones).
+ *   trailers lose hop-by-hop fields (h2/connection has refused connection-specific ones).
  * - A reset on either side resets the other: the client's reset cancels the endpoint's stream;
  *   the endpoint failing before its response is the caller's to answer (502 / UNAVAILABLE), and
  *   in the middle of it resets the client's stream with the endpoint's code (or INTERNAL_ERROR).

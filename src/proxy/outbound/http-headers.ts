@@ -40,7 +40,7 @@ export function filterOutboundRequest1(raw: readonly string[], authority: string
 
 /**
  * An HTTP/2 request's header block (flat pairs, pseudo-headers included) or trailers without
- * `l5d-*` and `proxy-*` fields; the same array when there is none. h2-connection has already
+ * `l5d-*` and `proxy-*` fields; the same array when there is none. h2/connection has already
  * refused connection-specific fields and upper-case names.
  */
 export function filterOutboundRequest2(pairs: readonly string[]): readonly string[] {

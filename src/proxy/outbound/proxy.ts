@@ -16,9 +16,9 @@
  *   behind `grpc_proxy`) → `http2`, an HTTP/1 request line → `http1`, anything else or nothing
  *   within the tunnel detect timeout → none (opaque) — so the server side applies per-request (route)
  *   policy to HTTP in tunnels and connection-level policy to the rest.
- * - HTTP/2 with prior knowledge: served on h2-connection (as the inbound's HTTP/2 is); every
- *   stream's `:authority` is resolved and the stream is relayed (outbound-h2-relay) on the
- *   endpoint's shared HTTP/2 connection (session protocol `http2`), also an h2-connection. Its
+ * - HTTP/2 with prior knowledge: served on h2/connection (as the inbound's HTTP/2 is); every
+ *   stream's `:authority` is resolved and the stream is relayed (outbound/h2-relay) on the
+ *   endpoint's shared HTTP/2 connection (session protocol `http2`), also an h2/connection. Its
  *   request body waits, unconsumed, while the target is resolved and the endpoint connected.
  * - Transparent mode (`originalDst`; POLICY-SEMANTICS §4.1): iptables redirects the application's
  *   outbound connections to this listener. A redirected connection is resolved by its original
@@ -45,7 +45,7 @@
  *
  * With `metrics`, every HTTP request (HTTP/1 absolute-form, HTTP/2 stream; not CONNECT) is counted
  * in `request_total`, `response_total` and `response_latency_ms` with `direction="outbound"`
- * (metrics-outbound): on the endpoint it was sent to, and the proxy's own answers as failures with
+ * (metrics/outbound): on the endpoint it was sent to, and the proxy's own answers as failures with
  * their reason in `error`.
  */
 import { STATUS_CODES } from 'node:http';
@@ -825,7 +825,7 @@ export class OutboundProxy {
       ? [':status', '200', 'content-type', 'application/grpc', 'grpc-status', String(grpcStatus), 'grpc-message', grpcMessage(f.detail)]
       : [':status', String(f.status), 'content-type', 'text/plain; charset=utf-8'];
     h.push(L5D_PROXY_ERROR, safeHeaderValue(f.detail));
-    // A request still sending its body is then reset with NO_ERROR (h2-connection), so its body stops.
+    // A request still sending its body is then reset with NO_ERROR (h2/connection), so its body stops.
     if (relay.grpc) {
       stream.respond(h, true);
     } else {

@@ -2,10 +2,10 @@
  * Relaying an upstream's HTTP/1 response to the client, shared by the inbound HTTP stack (the
  * upstream is the application) and the outbound proxy (the upstream is an endpoint). Bodies
  * stream with backpressure, trailers follow them, hop-by-hop headers are dropped
- * (inbound-http-headers); an upstream failing mid-response destroys the client's response, since
+ * (relay/http-headers); an upstream failing mid-response destroys the client's response, since
  * a truncated body must not look complete. What the proxy answers when the upstream fails before
- * responding is the caller's. HTTP/2 is relayed on h2-connection streams (inbound-h2-relay,
- * outbound-h2-relay).
+ * responding is the caller's. HTTP/2 is relayed on h2/connection streams (inbound/h2-relay,
+ * outbound/h2-relay).
  */
 import type { Http1Pool, Http1PoolHandler, Http1ServerRequest, Http1ServerResponse } from '../../http/index.js';
 import { filterHttp1Response } from './http-headers.js';

@@ -57,7 +57,7 @@ export interface HeapSettleOptions {
   /** Resident memory in bytes (default `process.memoryUsage.rss`). */
   readonly rssBytes?: () => number;
   readonly collect?: () => Promise<void>;
-  /** Gives the C heap's free memory back after a collection (default: none; the proxy passes malloc-trim's). */
+  /** Gives the C heap's free memory back after a collection (default: none; the proxy passes runtime/malloc-trim's). */
   readonly trim?: () => unknown;
   /** Called once each settle ran (or failed: with its error), with the resident memory before and after. */
   readonly done?: (err?: unknown, rss?: { readonly before: number; readonly after: number }) => void;

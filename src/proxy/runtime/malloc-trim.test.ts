@@ -21,7 +21,7 @@ describe('malloc-trim', { skip: !glibc && 'not glibc: the proxy does without' },
     const grown = process.memoryUsage.rss();
     burst = null;
     await collectAllGarbage();
-    // V8 frees the collected buffers' memory on a background thread (heap-settle waits as long).
+    // V8 frees the collected buffers' memory on a background thread (runtime/heap-settle waits as long).
     await sleep(TRIM_DELAY_MS);
     const collected = process.memoryUsage.rss();
     assert.equal(trim(), true, 'memory was given back');

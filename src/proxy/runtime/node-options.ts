@@ -5,7 +5,7 @@
  * --no-allocation-site-pretenuring …/bin/ward.js proxy …`.
  *
  * The figures below were measured while the inbound proxy still relayed HTTP/2 through node:http2
- * (its streams, its header objects). Both proxies now relay HTTP/2 on h2-connection; node:http2
+ * (its streams, its header objects). Both proxies now relay HTTP/2 on h2/connection; node:http2
  * is left only in the admin server and the gRPC clients to the controller, far from the request
  * path. What each flag bounds is not specific to node:http2, so they are kept.
  *
@@ -26,7 +26,7 @@
  * default limit the first mark-compact came after 80 s at 32 MB of heap, pausing 133 ms, and RSS
  * had climbed to 134 MB and stayed at ~123 MB. With a 512 MB limit the first came after 19 s at
  * 16.5 MB (49 ms), then one every ~9 s (12–21 ms, as the default settles to as well), and RSS
- * stayed at 86 MB. h2-connection decodes header values into ordinary heap strings, so that
+ * stayed at 86 MB. h2/connection decodes header values into ordinary heap strings, so that
  * particular garbage is gone and the limit now saves far less; it still bounds old-generation
  * garbage of other kinds. The proxy's live heap is ~10 MB, so 512 MB is far from a limit it
  * could reach.
@@ -50,7 +50,7 @@
  *   paused as long (6-43 ms, against 8-30 ms without). Half of each pause is `evacuate.copy`
  *   (2-20 ms) whether or not old pages are compacted: it is the young generation being
  *   promoted. The rest was mostly finalizing node:http2's external header strings
- *   (`clear.external_string_table`, 2-14 ms), which h2-connection no longer makes.
+ *   (`clear.external_string_table`, 2-14 ms), which h2/connection no longer makes.
  * - `--single-threaded-gc` (no GC helper threads competing for 2 cores): the same pauses
  *   (`evacuate.copy` 4-10 ms) and, in interleaved A/Bs of gRPC and of HTTP/1 (`npm run bench
  *   -- mesh-ab`: lower p99 in 7 of 16 rounds), no difference in p99.

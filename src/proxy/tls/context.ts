@@ -4,7 +4,7 @@
  * certificate; an originating proxy accepts a server only if its certificate carries the
  * expected identity as a DNS SAN.
  *
- * Certificates rotate (identity-bootstrap); a `SecureContext` is built once per certificate and
+ * Certificates rotate (tls/identity-bootstrap); a `SecureContext` is built once per certificate and
  * cached, so a rotation only changes what later handshakes use — established connections keep
  * the context they were made with.
  */
