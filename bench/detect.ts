@@ -7,7 +7,9 @@
 import { once } from 'node:events';
 import { type AddressInfo, createServer, type Socket } from 'node:net';
 import { connect } from 'node:tls';
-import { type ClientHelloSniff, decodeTransportHeader, detectHttp, encodeTransportHeader, sniffClientHello } from '../src/proxy/index.js';
+import { type ClientHelloSniff, sniffClientHello } from '../src/proxy/transport/client-hello.js';
+import { detectHttp } from '../src/proxy/transport/detect-http.js';
+import { decodeTransportHeader, encodeTransportHeader } from '../src/proxy/transport/transport-header.js';
 import { type BenchResult, type MicroTask, runMicro } from './harness.js';
 
 const MESH_NAME = 'web.emojivoto.serviceaccount.identity.linkerd.cluster.local';

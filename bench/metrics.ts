@@ -9,7 +9,8 @@
 import { EventEmitter } from 'node:events';
 import type { Socket } from 'node:net';
 import { type ClientInfo, type Meta, type Permit, parseIp, type RequestInfo } from '../src/core/index.js';
-import { InboundMetrics, processMetricsRegistry } from '../src/proxy/index.js';
+import { processMetricsRegistry } from '../src/proxy/index.js';
+import { InboundMetrics } from '../src/proxy/metrics/inbound.js';
 import { createRegistry, promClient } from '../src/shared/index.js';
 import { type BenchResult, type MicroTask, runMicro } from './harness.js';
 

@@ -9,7 +9,7 @@ import { createServer as createHttp1Server } from 'node:http';
 import { createServer as createHttp2Server } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { ALL_NETWORKS, type CompiledServer, compileServer, type InboundServer } from '../src/core/index.js';
-import { InboundProxy } from '../src/proxy/index.js';
+import { InboundProxy } from '../src/proxy/inbound/proxy.js';
 import { installLeanAsyncBind, silentLogger } from '../src/shared/index.js';
 import { grpcClient, http1Client, type LoadClient } from './mesh-load.js';
 

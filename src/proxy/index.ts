@@ -1,32 +1,18 @@
-/** Public surface of `proxy`: the sidecar behind `ward proxy`. */
+/** Public surface of `proxy`: the sidecar behind `ward proxy`, what starts it and what it needs. */
 
-export * from './admin-server.js';
-export * from './inbound/http.js';
-export * from './inbound/policy-watch.js';
-export * from './inbound/proxy.js';
-export * from './main.js';
-export { EXPOSITION_CONTENT_TYPE, METRICS_IDLE_TIMEOUT_MS, MetricsRegistry, type MetricsRegistryOptions } from './metrics/cells.js';
-export { type HttpFamilies, registerHttpFamilies } from './metrics/http.js';
-export * from './metrics/identity.js';
-export * from './metrics/inbound.js';
-export * from './metrics/inbound-stats.js';
-export * from './metrics/labels.js';
-export * from './metrics/outbound.js';
-export { processMetricsRegistry, registerProcessMetrics } from './metrics/process.js';
-export * from './metrics/transport.js';
-export * from './outbound/balancer.js';
-export * from './outbound/connector.js';
-export * from './outbound/proxy.js';
-export * from './outbound/resolver.js';
+export { ADMIN_POLICY_PORT } from './admin-server.js';
+export {
+  DEFAULT_DISCOVERY_IDLE_MS,
+  DEFAULT_DISCOVERY_TIMEOUT_MS,
+  DEFAULT_MAX_DISCOVERED_PORTS,
+  type PolicyDiscoveryOptions,
+} from './inbound/policy-watch.js';
+export { startProxy } from './main.js';
+export { METRICS_IDLE_TIMEOUT_MS, MetricsRegistry, type MetricsRegistryOptions } from './metrics/cells.js';
+export { processMetricsRegistry } from './metrics/process.js';
+export { DEFAULT_MESH_PORT } from './outbound/connector.js';
 export { settleHeapWhenQuiet } from './runtime/heap-settle.js';
 export { loadMallocTrim } from './runtime/malloc-trim.js';
 export { PROXY_NODE_OPTIONS } from './runtime/node-options.js';
-export * from './tls/context.js';
-export * from './tls/identity-bootstrap.js';
-export * from './tls/rotating-mesh-tls.js';
-export * from './tls/san.js';
-export * from './transport/client-hello.js';
-export * from './transport/detect-http.js';
-export * from './transport/original-dst.js';
-export * from './transport/prefix-reader.js';
-export * from './transport/transport-header.js';
+export { OriginalDstAddonError } from './transport/original-dst.js';
+export type * from './types.js';

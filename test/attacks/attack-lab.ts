@@ -43,17 +43,11 @@ import { type ConnectionOptions, type TLSSocket, connect as tlsConnect } from 'n
 import type { StreamHandlers, WireResult } from '../../src/api/index.js';
 import type { Authorization, GrpcRoute, HttpRoute, InboundServer, Network, ProxyProtocol } from '../../src/core/index.js';
 import type { WorkloadCertificate } from '../../src/identity/index.js';
-import {
-  encodeTransportHeader,
-  InboundProxy,
-  MeshTlsContext,
-  type PolicyWatchClient,
-  PolicyWatcher,
-  TRANSPORT_HEADER_ALPN,
-  TRANSPORT_HEADER_PREFACE,
-  type TransportHeader,
-} from '../../src/proxy/index.js';
+import { type PolicyWatchClient, PolicyWatcher } from '../../src/proxy/inbound/policy-watch.js';
+import { InboundProxy } from '../../src/proxy/inbound/proxy.js';
 import { mkTestMesh, TempDirs, type TestMesh, waitFor, within } from '../../src/proxy/testing/identity.js';
+import { MeshTlsContext, TRANSPORT_HEADER_ALPN } from '../../src/proxy/tls/context.js';
+import { encodeTransportHeader, TRANSPORT_HEADER_PREFACE, type TransportHeader } from '../../src/proxy/transport/transport-header.js';
 import { createLogger } from '../../src/shared/index.js';
 
 export { waitFor, within };

@@ -20,8 +20,11 @@ import type { AddressInfo, Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { Authorization, HttpRoute, InboundServer, Network } from '../../src/core/index.js';
-import { encodeTransportHeader, InboundProxy, MeshTlsContext, PolicyWatcher, TRANSPORT_HEADER_ALPN } from '../../src/proxy/index.js';
+import { PolicyWatcher } from '../../src/proxy/inbound/policy-watch.js';
+import { InboundProxy } from '../../src/proxy/inbound/proxy.js';
 import { mkTestMesh, TempDirs, type TestMesh } from '../../src/proxy/testing/identity.js';
+import { MeshTlsContext, TRANSPORT_HEADER_ALPN } from '../../src/proxy/tls/context.js';
+import { encodeTransportHeader } from '../../src/proxy/transport/transport-header.js';
 import { ATTACKER_FROM, clientSockets, HOST, h2Request, h2Session, ScriptedPolicyStreams, tcpFrom, tlsFrom, WAIT_MS, waitFor, within } from './attack-lab.js';
 
 const POD = { paths: 8080, detectPy: 8081, detectWsgi: 8082, h2: 8083 } as const;

@@ -17,15 +17,11 @@ import { after, afterEach, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ConnectionOptions, TLSSocket } from 'node:tls';
 import fc from 'fast-check';
-import {
-  encodeTransportHeader,
-  HTTP2_PREFACE,
-  type InboundStats,
-  meshClientOptions,
-  TRANSPORT_HEADER_ALPN,
-  TRANSPORT_HEADER_PREFACE,
-} from '../../src/proxy/index.js';
+import type { InboundStats } from '../../src/proxy/metrics/inbound-stats.js';
 import { captureClientHello } from '../../src/proxy/testing/client-hello-fixtures.js';
+import { meshClientOptions, TRANSPORT_HEADER_ALPN } from '../../src/proxy/tls/context.js';
+import { HTTP2_PREFACE } from '../../src/proxy/transport/detect-http.js';
+import { encodeTransportHeader, TRANSPORT_HEADER_PREFACE } from '../../src/proxy/transport/transport-header.js';
 import {
   ATTACKER_FROM,
   type AttackLab,

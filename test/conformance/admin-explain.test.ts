@@ -24,8 +24,10 @@ import { compileAuthz, compileServer } from '../../src/core/index.js';
 import type { WorkloadCertificate } from '../../src/identity/index.js';
 import { type ExplainResult, localhostAuthzOf } from '../../src/index/index.js';
 import { documentFromObject } from '../../src/manifest/index.js';
-import { ADMIN_POLICY_PORT, AdminServer, MeshTlsContext, MetricsRegistry } from '../../src/proxy/index.js';
+import { AdminServer } from '../../src/proxy/admin-server.js';
+import { ADMIN_POLICY_PORT, MetricsRegistry } from '../../src/proxy/index.js';
 import { mkTestMesh, TempDirs, type TestMesh, within } from '../../src/proxy/testing/identity.js';
+import { MeshTlsContext } from '../../src/proxy/tls/context.js';
 import { podManifest } from './harness.js';
 
 const HOST = '127.0.0.1';

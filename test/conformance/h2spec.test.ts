@@ -21,9 +21,10 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { type TLSSocket, connect as tlsConnect } from 'node:tls';
 import type { InboundServer } from '../../src/core/index.js';
-import { InboundProxy, MeshTlsContext } from '../../src/proxy/index.js';
+import { InboundProxy } from '../../src/proxy/inbound/proxy.js';
 import { mkTestMesh, TempDirs } from '../../src/proxy/testing/identity.js';
 import { FakePolicies } from '../../src/proxy/testing/policies.js';
+import { MeshTlsContext } from '../../src/proxy/tls/context.js';
 
 const HOST = '127.0.0.1';
 /** Cases of `h2spec --strict` (h2spec v2.2.1). */

@@ -46,7 +46,8 @@ import { type AddressInfo, createServer as createTcpServer, connect as netConnec
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { sniffClientHello, TRANSPORT_HEADER_ALPN } from '../../src/proxy/index.js';
+import { TRANSPORT_HEADER_ALPN } from '../../src/proxy/tls/context.js';
+import { sniffClientHello } from '../../src/proxy/transport/client-hello.js';
 import {
   type ControllerPorts,
   controllerPorts,

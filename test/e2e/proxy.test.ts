@@ -20,7 +20,8 @@ import { after, before, describe, it } from 'node:test';
 import { type TLSSocket, connect as tlsConnect } from 'node:tls';
 import { IdentityClient } from '../../src/api/index.js';
 import { createCsr, generateWorkloadKey, type WorkloadCertificate } from '../../src/identity/index.js';
-import { encodeTransportHeader, MeshTlsContext, TRANSPORT_HEADER_ALPN, type TransportHeader } from '../../src/proxy/index.js';
+import { MeshTlsContext, TRANSPORT_HEADER_ALPN } from '../../src/proxy/tls/context.js';
+import { encodeTransportHeader, type TransportHeader } from '../../src/proxy/transport/transport-header.js';
 import { type ControllerPorts, controllerPorts, initWorkdir, spawnController, type WardProcess, waitFor, wardSpawn, wardSync } from './helpers.js';
 
 const TD = 'cluster.local';

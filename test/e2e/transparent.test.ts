@@ -56,7 +56,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { ORIGINAL_DST_ADDON_PATH } from '../../src/proxy/index.js';
+import { ORIGINAL_DST_ADDON_PATH } from '../../src/proxy/transport/original-dst.js';
 import { type ControllerPorts, controllerPorts, initWorkdir, metricSum, spawnController, type WardProcess, waitFor, wardSpawn, wardSync } from './helpers.js';
 import { type LabPod, NetnsAgent, NetnsLab, netnsPrerequisites, sweepStaleNamespaces } from './netns.js';
 
