@@ -6,6 +6,8 @@
  * proxy-added `default:localhost` does not admit them.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { connect as http2Connect } from 'node:http2';
 import { connect as netConnect, type Socket } from 'node:net';
@@ -370,5 +372,59 @@ describe('AdminServer with mesh TLS', () => {
       'the answer to garbage',
     );
     assert.match(garbage, /^HTTP\/1\.1 400 /);
+  });
+});
+
+describe('AdminServer: node:http2 only for HTTP/2 clients', () => {
+  // In a fresh process, where nothing else has asked for node:http2 through getBuiltinModule. (Its
+  // module list cannot tell: under tsx, node:http's ES module facade loads node:http2 itself; the
+  // bundles take node:http through require, which does not.)
+  const CHILD = `
+const asked = [];
+const getBuiltinModule = process.getBuiltinModule;
+process.getBuiltinModule = (id) => { asked.push(id); return getBuiltinModule(id); };
+const { AdminServer } = await import(new URL('src/proxy/admin-server.ts', process.env.WARD_ROOT_URL));
+const { MetricsRegistry } = await import(new URL('src/proxy/metrics/cells.ts', process.env.WARD_ROOT_URL));
+const { connect } = await import('node:net');
+const { request } = await import('node:http');
+const http2Asked = () => asked.filter((id) => id === 'node:http2').length;
+const admin = new AdminServer({ host: '127.0.0.1', port: 0, policies: { current: () => undefined }, isReady: () => true, registry: new MetricsRegistry(), debugPolicies: () => null });
+const port = await admin.start();
+const out = { afterStart: http2Asked() };
+out.http1Status = await new Promise((resolve, reject) => request({ host: '127.0.0.1', port, path: '/live' }, (res) => { res.resume(); resolve(res.statusCode); }).on('error', reject).end());
+out.afterHttp1 = http2Asked();
+const http2FirstFrame = () => new Promise((resolve, reject) => {
+  const s = connect({ host: '127.0.0.1', port }, () => s.write(Buffer.concat([Buffer.from('PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n'), Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0])])));
+  let got = Buffer.alloc(0);
+  s.on('data', (d) => { got = Buffer.concat([got, d]); if (got.length >= 9) { resolve(got[3]); s.destroy(); } });
+  s.on('error', reject);
+});
+out.http2FirstFrameType = await http2FirstFrame();
+out.http2SecondFrameType = await http2FirstFrame();
+out.afterHttp2 = http2Asked();
+await admin.close();
+console.log(JSON.stringify(out));
+`;
+
+  it('asks for node:http2 on the first HTTP/2 connection, not at start nor for HTTP/1', () => {
+    const root = new URL('../../', import.meta.url);
+    const run = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '--eval', CHILD], {
+      cwd: root.pathname,
+      env: { ...process.env, NODE_TEST_CONTEXT: undefined, WARD_ROOT_URL: root.href },
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    assert.equal(run.status, 0, `child failed:\n${run.stderr}`);
+    const out = JSON.parse(run.stdout.trim().split('\n').at(-1) ?? '') as Record<string, unknown>;
+    // 0x4: the server's SETTINGS, so the HTTP/2 server took each connection; it was made once.
+    assert.deepEqual(out, { afterStart: 0, http1Status: 200, afterHttp1: 0, http2FirstFrameType: 4, http2SecondFrameType: 4, afterHttp2: 1 });
+  });
+
+  it('imports node:http2 for its types only', () => {
+    const source = readFileSync(new URL('./admin-server.ts', import.meta.url), 'utf8');
+    assert.deepEqual(
+      [...source.matchAll(/^import (type )?[^;]*from 'node:http2';/gm)].map((m) => (m[1] === undefined ? 'value' : 'type')),
+      ['type'],
+    );
   });
 });

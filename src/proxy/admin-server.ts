@@ -31,14 +31,7 @@
  * connections accepted here.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import {
-  createServer as createHttp2Server,
-  type IncomingHttpHeaders as Http2Headers,
-  type Http2Server,
-  type Http2ServerRequest,
-  type Http2ServerResponse,
-  type Http2Session,
-} from 'node:http2';
+import type { IncomingHttpHeaders as Http2Headers, Http2Server, Http2ServerRequest, Http2ServerResponse, Http2Session } from 'node:http2';
 import { type AddressInfo, createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
 import { createServer as createTlsServer, type TLSSocket, type Server as TlsServer } from 'node:tls';
 import {
@@ -182,7 +175,8 @@ export class AdminServer {
   readonly #listener: NetServer;
   /** HTTP/1 and HTTP/2 servers that never listen: connections are fed to them once classified. */
   readonly #h1: Server;
-  readonly #h2: Http2Server;
+  /** Made on the first HTTP/2 connection: node:http2 is loaded only by a proxy that is scraped over HTTP/2. */
+  #h2: Http2Server | undefined;
   #tlsServer: TlsServer | undefined;
   readonly #fallback: CompiledServer;
   /** Client of each HTTP/1 stream (the accepted or the TLS socket) and each HTTP/2 session. */
@@ -220,20 +214,6 @@ export class AdminServer {
     // server; this one never listens (streams are fed to it), so start it by hand (unref'd,
     // stopped by close()).
     this.#h1.emit('listening');
-    this.#h2 = createHttp2Server();
-    this.#h2.on('session', (session: Http2Session) => {
-      const client = this.#nextSessionClient;
-      this.#nextSessionClient = undefined;
-      if (client === undefined) {
-        session.destroy();
-        return;
-      }
-      this.#clients.set(session, client);
-      this.#sessions.add(session);
-      session.on('error', noop);
-      session.once('close', () => this.#sessions.delete(session));
-    });
-    this.#h2.on('request', (req: Http2ServerRequest, res: Http2ServerResponse) => this.#onRequest(req, res));
     this.#listener = createNetServer({ pauseOnConnect: true, noDelay: true }, (raw) => this.#accept(raw));
   }
 
@@ -389,11 +369,31 @@ export class AdminServer {
     );
   }
 
+  #http2Server(): Http2Server {
+    if (this.#h2 !== undefined) return this.#h2;
+    const h2 = (process.getBuiltinModule('node:http2') as typeof import('node:http2')).createServer();
+    h2.on('session', (session: Http2Session) => {
+      const client = this.#nextSessionClient;
+      this.#nextSessionClient = undefined;
+      if (client === undefined) {
+        session.destroy();
+        return;
+      }
+      this.#clients.set(session, client);
+      this.#sessions.add(session);
+      session.on('error', noop);
+      session.once('close', () => this.#sessions.delete(session));
+    });
+    h2.on('request', (req: Http2ServerRequest, res: Http2ServerResponse) => this.#onRequest(req, res));
+    this.#h2 = h2;
+    return h2;
+  }
+
   /** Hands a paused stream (bytes read for detection put back) to the HTTP/1 or HTTP/2 server. */
   #serveHttp(stream: Socket, client: ClientInfo, version: 'http1' | 'http2'): void {
     if (version === 'http2') {
       this.#nextSessionClient = client;
-      this.#h2.emit('connection', stream);
+      this.#http2Server().emit('connection', stream);
       this.#nextSessionClient = undefined;
       return;
     }
