@@ -6,12 +6,14 @@ import { Duplex } from 'node:stream';
 import { after, describe, it } from 'node:test';
 import {
   H2_CANCEL,
+  H2_ENHANCE_YOUR_CALM,
   H2Connection,
   type H2ConnectionOptions,
   type H2Stream,
   type H2StreamEvents,
   HEADER_BLOCK_TIMEOUT_MS,
   MAX_HELD_BYTES,
+  MAX_PENDING_PINGS,
   SERVER_IDLE_TIMEOUT_MS,
 } from './connection.js';
 import { ByteWriter, HpackDecoder, HpackEncoder } from './hpack.js';
@@ -298,6 +300,69 @@ describe('H2Connection as a client, to node:http2 servers', { timeout: 20_000 },
     while (conn.usable && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
     assert.equal(conn.usable, false);
     assert.equal(conn.request([':method', 'GET', ':scheme', 'http', ':path', '/', ':authority', 't'], true), undefined);
+  });
+
+  it("tells the peer's GOAWAY error code to onGoaway", async () => {
+    const server = createHttp2Server();
+    server.on('session', (session) => session.goaway(H2_ENHANCE_YOUR_CALM));
+    const port = await listen(server);
+    const codes: (number | undefined)[] = [];
+    const conn = new H2Connection(connectTcp({ host: '127.0.0.1', port }), { role: 'client', onGoaway: (code) => codes.push(code) });
+    closers.push(() => conn.destroy());
+    const deadline = Date.now() + 5000;
+    while (codes.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    assert.deepStrictEqual(codes, [H2_ENHANCE_YOUR_CALM]);
+  });
+
+  it('sends PINGs and runs each callback once at its acknowledgement, by node:http2 and by ours', async () => {
+    const nodePort = await listen(createHttp2Server());
+    const ours = await ourServer(() => {});
+    for (const port of [nodePort, ours.port]) {
+      const conn = new H2Connection(connectTcp({ host: '127.0.0.1', port }), { role: 'client' });
+      closers.push(() => conn.destroy());
+      const acked: number[] = [];
+      assert.equal(
+        conn.ping(() => acked.push(1)),
+        true,
+      );
+      assert.equal(
+        conn.ping(() => acked.push(2)),
+        true,
+      );
+      const deadline = Date.now() + 5000;
+      while (acked.length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      await new Promise((r) => setTimeout(r, 20));
+      assert.deepStrictEqual(acked.sort(), [1, 2]);
+      conn.destroy();
+      assert.equal(
+        conn.ping(() => acked.push(3)),
+        false,
+      );
+    }
+  });
+
+  it('drops unacknowledged PINGs when the connection goes, and bounds how many may wait', async () => {
+    // A peer that sends SETTINGS and then nothing: it never acknowledges a PING.
+    const sockets: Socket[] = [];
+    const server = createServer((s) => {
+      sockets.push(s);
+      s.on('error', () => {});
+      s.write(Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0]));
+    });
+    closers.push(() => {
+      for (const s of sockets) s.destroy();
+    });
+    const port = await listen(server);
+    const conn = new H2Connection(connectTcp({ host: '127.0.0.1', port }), { role: 'client' });
+    closers.push(() => conn.destroy());
+    let acks = 0;
+    const sent: boolean[] = [];
+    for (let i = 0; i < MAX_PENDING_PINGS + 1; i++) sent.push(conn.ping(() => acks++));
+    assert.deepStrictEqual(sent, [...Array<boolean>(MAX_PENDING_PINGS).fill(true), false]);
+    await new Promise((r) => setTimeout(r, 50));
+    conn.destroy();
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal(acks, 0);
   });
 });
 

@@ -45,6 +45,8 @@
  *   saves handshakes with that, but in a pod an hour-long idle connection is mostly one nobody
  *   will use, holding memory. A client's connections have no idle timeout by default (its pool
  *   decides).
+ * - PING: the peer's are acknowledged; ours ({@link H2Connection.ping}, a client's keepalive) are
+ *   matched to their acknowledgements by the number they carry.
  * - Abuse: resets sent by the peer or caused by its errors draw on a budget of
  *   {@link RESET_BURST}, refilled at {@link RESET_REFILL_PER_S}/s (the "rapid reset" attack, as
  *   nghttp2 bounds it); so do empty DATA frames and SETTINGS frames after the first. A peer
@@ -123,6 +125,8 @@ const COPY_BELOW = 1024;
 export const MAX_HEADER_FIELDS = 128;
 /** Client: the peer's SETTINGS must arrive within this (an application that accepts but never speaks HTTP/2). */
 export const SETTINGS_TIMEOUT_MS = 10_000;
+/** PINGs of ours that may wait for their acknowledgement; beyond them {@link H2Connection.ping} refuses. */
+export const MAX_PENDING_PINGS = 16;
 /** Client streams that may wait for a concurrency slot; beyond them {@link H2Connection.request} refuses. */
 export const MAX_WAITING_STREAMS = 4096;
 const MAX_STREAM_ID = 0x7fff_ffff;
@@ -184,8 +188,11 @@ export interface H2ConnectionOptions {
   onStream?(stream: H2Stream, block: HeaderBlock): void;
   /** The connection is gone (after its streams got `closed`); `code` is what ended it, `reason` ours when we did. */
   onClose?(code: number, reason: string | undefined): void;
-  /** Client: the peer will take no new streams (GOAWAY received, or the connection closing). */
-  onGoaway?(): void;
+  /**
+   * Client: the peer will take no new streams (GOAWAY received, or the connection closing).
+   * `code` is the error code of the peer's GOAWAY; undefined when the end is ours.
+   */
+  onGoaway?(code: number | undefined): void;
   /** The peer's first SETTINGS frame arrived (the preface is complete). */
   onReady?(): void;
 }
@@ -326,6 +333,9 @@ export class H2Connection {
   /** Client: stream ids are spent; the connection ends once its streams are done. */
   #idsSpent = false;
   #dead = false;
+  /** Our PINGs waiting for their acknowledgement, by the number in their payload. */
+  readonly #pings = new Map<number, () => void>();
+  #pingSeq = 0;
 
   // Deadlines: one timer, for the nearest of the header block's and the idle connection's.
   readonly #headerBlockMs: number;
@@ -417,7 +427,7 @@ export class H2Connection {
     if (this.#nextId + 2 * this.#waiting.length > MAX_STREAM_ID) {
       // Stream ids are spent: the streams that have one finish, then the connection ends.
       this.#idsSpent = true;
-      this.#opts.onGoaway?.();
+      this.#opts.onGoaway?.(undefined);
       this.#maybeEnd();
       return undefined;
     }
@@ -520,9 +530,29 @@ export class H2Connection {
       this.#goawaySent = true;
       this.#goaway(H2_NO_ERROR, '');
       for (const s of this.#waiting.splice(0)) this.#finish(s, H2_REFUSED_STREAM, false);
-      this.#opts.onGoaway?.();
+      this.#opts.onGoaway?.(undefined);
     }
     this.#maybeEnd();
+  }
+
+  /**
+   * Sends a PING (a keepalive: the peer must answer it); `onAck` runs when the acknowledgement
+   * arrives, never once the connection is gone. False, and nothing sent, when the connection is
+   * gone or {@link MAX_PENDING_PINGS} wait already.
+   */
+  ping(onAck: () => void): boolean {
+    if (this.#dead || this.#pings.size >= MAX_PENDING_PINGS) return false;
+    this.#pingSeq = (this.#pingSeq + 1) >>> 0;
+    const seq = this.#pingSeq;
+    this.#pings.set(seq, onAck);
+    this.#head(8, PING, 0, 0);
+    const w = this.#w;
+    w.ensure(8);
+    w.buf.writeUInt32BE(0, w.pos);
+    w.buf.writeUInt32BE(seq, w.pos + 4);
+    w.pos += 8;
+    this.#control();
+    return true;
   }
 
   /** Closes at once: open streams are reset (CANCEL) and the socket destroyed. */
@@ -645,6 +675,12 @@ export class H2Connection {
           this.#head(8, PING, FLAG_ACK, 0);
           this.#bytes(payload);
           this.#control();
+        } else if (payload.readUInt32BE(0) === 0) {
+          // An acknowledgement of ours (one we did not send is ignored).
+          const seq = payload.readUInt32BE(4);
+          const onAck = this.#pings.get(seq);
+          this.#pings.delete(seq);
+          onAck?.();
         }
         return;
       case GOAWAY:
@@ -1056,7 +1092,7 @@ export class H2Connection {
     for (const s of [...this.#streams.values()]) {
       if ((s.id & 1) === (this.#server ? 0 : 1) && s.id > lastId) this.#finish(s, H2_REFUSED_STREAM, true);
     }
-    if (first) this.#opts.onGoaway?.();
+    if (first) this.#opts.onGoaway?.(payload.readUInt32BE(4));
     this.#maybeEnd();
   }
 
@@ -1427,11 +1463,12 @@ export class H2Connection {
     this.#rest = undefined;
     this.#restNeed = 0;
     clearTimeout(this.#settingsTimer);
+    this.#pings.clear();
     const streamCode = code === H2_NO_ERROR ? H2_CANCEL : code;
     for (const s of this.#waiting.splice(0)) this.#finish(s, H2_REFUSED_STREAM, true);
     for (const s of [...this.#streams.values()]) this.#finish(s, streamCode, true);
     this.#blocked.clear();
-    if (!this.#goawaySent && !this.#goawayReceived && !this.#idsSpent) this.#opts.onGoaway?.();
+    if (!this.#goawaySent && !this.#goawayReceived && !this.#idsSpent) this.#opts.onGoaway?.(undefined);
     this.#goawaySent = true;
     this.#flush();
     const socket = this.#socket;
