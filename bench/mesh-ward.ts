@@ -9,8 +9,9 @@
  * `--mesh-port-override`. Identity: `ward identity init`'s files (written in-process by the same
  * code) and ServiceAccount tokens minted from its token key.
  */
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { IDENTITY_FILES, initIdentity, mintToken } from '../src/identity/index.js';
 import { PROXY_NODE_OPTIONS } from '../src/proxy/index.js';
 import { type LoggedChild, spawnLogged, waitFor, waitForLog } from './mesh-proc.js';
@@ -203,6 +204,16 @@ export async function startWardMesh(dir: string, apps: AppPorts, proxyNodeArgs: 
     return file;
   };
 
+  // As `ward up` does: the bundles are checked (and built if stale) once, and the proxies, told so
+  // (bin/ward.js), do not check again.
+  const buildScript = join(dirname(proxyBin), '..', 'scripts', 'build.mjs');
+  const proxyEnv: NodeJS.ProcessEnv = {};
+  if (existsSync(buildScript)) {
+    const built = spawnSync(process.execPath, [buildScript, '--if-stale'], { encoding: 'utf8', timeout: 120_000 });
+    if (built.status !== 0) throw new Error(`${buildScript} --if-stale failed: ${built.stderr}`);
+    proxyEnv.WARD_BUNDLES_CHECKED = '1';
+  }
+
   const started: LoggedChild[] = [];
   const stop = async () => {
     for (const p of started.reverse()) await p.stop();
@@ -210,7 +221,7 @@ export async function startWardMesh(dir: string, apps: AppPorts, proxyNodeArgs: 
   const ward = (name: string, args: readonly string[]): LoggedChild => {
     const isProxy = args[0] === 'proxy';
     const nodeArgs = isProxy ? [...PROXY_NODE_OPTIONS, ...proxyNodeArgs] : [];
-    const p = spawnLogged(name, process.execPath, [...nodeArgs, isProxy ? proxyBin : WARD_BIN, ...args], join(dir, `${name}.log`));
+    const p = spawnLogged(name, process.execPath, [...nodeArgs, isProxy ? proxyBin : WARD_BIN, ...args], join(dir, `${name}.log`), isProxy ? proxyEnv : {});
     started.push(p);
     return p;
   };

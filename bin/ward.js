@@ -7,6 +7,11 @@
 //
 // `ward proxy` has a bundle of its own: a sidecar runs once per pod, and loading only what it
 // needs keeps its memory down. `ward --version` answers from package.json and loads nothing else.
+//
+// After a check, this process's environment carries WARD_BUNDLES_CHECKED=1, and a `ward proxy`
+// started with it skips the check: `ward up`'s sidecars run the bundles `ward up` itself just
+// checked (or built), without walking the sources or loading esbuild in every pod. A sidecar
+// restarted later runs the bundle on disk then; a `ward` run by a person checks, as ever.
 import { readFileSync, statSync } from 'node:fs';
 
 const args = process.argv.slice(2);
@@ -46,8 +51,12 @@ async function freshBundle() {
   }
 }
 
+const CHECKED = 'WARD_BUNDLES_CHECKED';
+const checked = proxyOnly && process.env[CHECKED] === '1' && statSync(bundleUrl, { throwIfNoEntry: false }) !== undefined;
+
 let entry;
-if (process.env.WARD_FROM_SOURCE !== '1' && (await freshBundle())) {
+if (process.env.WARD_FROM_SOURCE !== '1' && (checked || (await freshBundle()))) {
+  process.env[CHECKED] = '1';
   entry = await import(bundleUrl.href);
 } else {
   const { register } = await import('tsx/esm/api');
