@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { createPrivateKey, KeyObject, verify, X509Certificate } from 'node:crypto';
+import { createPrivateKey, verify, webcrypto, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -123,7 +123,7 @@ describe('createCsr', () => {
       [[OIDS.subjectAltName, false]],
     );
     assert.equal(csr.signatureAlgorithm, OIDS.ecdsaWithSha256);
-    assert.ok(verify('sha256', csr.infoDer, { key: KeyObject.from(key.publicKey), dsaEncoding: 'der' }, csr.signature));
+    assert.ok(verify('sha256', csr.infoDer, { key: key.publicKey, dsaEncoding: 'der' }, csr.signature));
     // openssl reports the verification on stderr (the helper keeps only stdout on success).
     const req = (pem: string) =>
       spawnSync('openssl', ['req', '-in', put(dirs.make(), 'csr.pem', pem), '-noout', '-verify', '-text'], { encoding: 'utf8', timeout: 10_000 });
@@ -147,9 +147,14 @@ describe('createCsr', () => {
   it('encodes exactly the request info the @peculiar/x509 generator did', async () => {
     for (const identity of [WEB, 'under_score.example', `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.svc.cluster.local`]) {
       const key = await generateWorkloadKey();
+      // The library signs with WebCrypto keys: the same key, imported.
+      const keys = {
+        privateKey: await webcrypto.subtle.importKey('pkcs8', key.privateKey.export({ type: 'pkcs8', format: 'der' }), ECDSA_P256_SHA256, false, ['sign']),
+        publicKey: await webcrypto.subtle.importKey('spki', key.publicKey.export({ type: 'spki', format: 'der' }), ECDSA_P256_SHA256, true, ['verify']),
+      };
       const reference = await x509.Pkcs10CertificateRequestGenerator.create({
         name: [{ CN: [identity] }],
-        keys: key,
+        keys,
         signingAlgorithm: ECDSA_P256_SHA256,
         extensions: [new x509.SubjectAlternativeNameExtension([{ type: 'dns', value: identity }])],
       });

@@ -3,35 +3,56 @@
  * ECDSA P-256 key generated once at start, a CSR with CN = DNS SAN = the identity, and a
  * certificate obtained from the CA and renewed before it expires.
  */
-import { KeyObject, sign, webcrypto } from 'node:crypto';
+import { generateKeyPair, KeyObject, sign } from 'node:crypto';
 import { Backoff, errorMessage, type Logger, MeshError, silentLogger, type Timers, UNREF_TIMERS } from '../shared/index.js';
 import type { CertifyErrorCode, CertifyRequest, CertifyResult } from './certify.js';
 import { dnsNamesOf, type ParsedCertificate, parseCertificate, parseCertificatesPem, verifyChain } from './chain.js';
 import { OIDS } from './csr.js';
 import { bitString, directoryString, explicit, ia5Content, implicitPrimitive, integer, octetString, oid, sequence, set } from './der.js';
-import { type EcKeyPair, generateEcKeyPair, privateKeyToPem } from './keys.js';
+import { type CryptoKey, WORKLOAD_CURVE } from './keys.js';
 import { certificatesToPem, encodePem } from './pem.js';
 
 /** A workload's key pair and its PKCS#8 PEM (for node:tls). */
-export interface WorkloadKey extends EcKeyPair {
+export interface WorkloadKey {
+  readonly privateKey: KeyObject;
+  readonly publicKey: KeyObject;
   readonly keyPem: string;
 }
 
-/** A fresh ECDSA P-256 workload key. */
-export async function generateWorkloadKey(): Promise<WorkloadKey> {
-  const pair = await generateEcKeyPair();
-  return { ...pair, keyPem: await privateKeyToPem(pair.privateKey) };
+/** A key pair {@link createCsr} signs with: node:crypto's keys or WebCrypto's. */
+export interface CsrKeyPair {
+  readonly privateKey: KeyObject | CryptoKey;
+  readonly publicKey: KeyObject | CryptoKey;
 }
+
+/**
+ * A fresh ECDSA P-256 workload key. Through node:crypto's `KeyObject`, not WebCrypto: the proxy
+ * makes one key per process and never loads WebCrypto (its modules, WebIDL) for it.
+ */
+export function generateWorkloadKey(): Promise<WorkloadKey> {
+  return new Promise((resolve, reject) => {
+    generateKeyPair('ec', { namedCurve: WORKLOAD_CURVE }, (err, publicKey, privateKey) => {
+      if (err !== null) reject(err);
+      else resolve({ privateKey, publicKey, keyPem: encodePem('PRIVATE KEY', privateKey.export({ type: 'pkcs8', format: 'der' })) });
+    });
+  });
+}
+
+const keyObjectOf = (key: KeyObject | CryptoKey): KeyObject => (key instanceof KeyObject ? key : KeyObject.from(key));
 
 const ECDSA_WITH_SHA256 = sequence(oid(OIDS.ecdsaWithSha256));
 
 /**
  * A DER PKCS#10 request (RFC 2986) for `identity` (CN = the single DNS SAN = identity), signed
  * ECDSA with SHA-256 by `key`: the same bytes `@peculiar/x509`'s generator produced, up to the
- * signature. Throws `RangeError` when `identity` is not 7-bit ASCII (a DNS name must be).
+ * signature. Rejects with `RangeError` when `identity` is not 7-bit ASCII (a DNS name must be).
  */
-export async function createCsr(identity: string, key: EcKeyPair): Promise<Uint8Array> {
-  const spki = new Uint8Array(await webcrypto.subtle.exportKey('spki', key.publicKey));
+export function createCsr(identity: string, key: CsrKeyPair): Promise<Uint8Array> {
+  return new Promise((resolve) => resolve(encodeCsr(identity, key)));
+}
+
+function encodeCsr(identity: string, key: CsrKeyPair): Uint8Array {
+  const spki = new Uint8Array(keyObjectOf(key.publicKey).export({ type: 'spki', format: 'der' }));
   const subjectAltName = sequence(implicitPrimitive(2, ia5Content(identity)));
   const info = sequence(
     integer(0),
@@ -40,7 +61,7 @@ export async function createCsr(identity: string, key: EcKeyPair): Promise<Uint8
     // attributes [0] IMPLICIT SET OF Attribute: one extensionRequest with one (non-critical) extension.
     explicit(0, sequence(oid(OIDS.extensionRequest), set(sequence(sequence(oid(OIDS.subjectAltName), octetString(subjectAltName)))))),
   );
-  const signature = sign('sha256', info, { key: KeyObject.from(key.privateKey), dsaEncoding: 'der' });
+  const signature = sign('sha256', info, { key: keyObjectOf(key.privateKey), dsaEncoding: 'der' });
   return sequence(info, ECDSA_WITH_SHA256, bitString(signature));
 }
 
@@ -222,7 +243,7 @@ export class WorkloadIdentity {
     const token = await this.#opts.tokenSource();
     const res = await this.#opts.certify({ identity: this.#opts.identity, token, csrDer: this.#csr });
     if (res.ok === false) return { ok: false, code: res.code, message: res.message };
-    const problem = await this.#check(res.leafDer, res.chainDer);
+    const problem = this.#check(res.leafDer, res.chainDer);
     if (problem !== undefined) return { ok: false, code: 'BAD_CERTIFICATE', message: `the CA returned an unusable certificate: ${problem}` };
     const leaf = parseCertificate(res.leafDer);
     return {
@@ -238,7 +259,7 @@ export class WorkloadIdentity {
   }
 
   /** Accept a leaf only if it chains to the anchors now, names our identity and certifies our key. */
-  async #check(leafDer: Uint8Array, chainDer: readonly Uint8Array[]): Promise<string | undefined> {
+  #check(leafDer: Uint8Array, chainDer: readonly Uint8Array[]): string | undefined {
     let chain: ParsedCertificate[];
     try {
       chain = [leafDer, ...chainDer].map(parseCertificate);
@@ -251,7 +272,7 @@ export class WorkloadIdentity {
     if (leaf.node.ca) return 'the leaf is a CA certificate';
     if (!dnsNamesOf(leaf).includes(this.#opts.identity))
       return `the leaf does not carry the identity ${this.#opts.identity} (SANs: ${dnsNamesOf(leaf).join(', ') || 'none'})`;
-    const ours = Buffer.from(await webcrypto.subtle.exportKey('spki', (this.#key as WorkloadKey).publicKey));
+    const ours = (this.#key as WorkloadKey).publicKey.export({ type: 'spki', format: 'der' });
     const theirs = leaf.node.publicKey.export({ type: 'spki', format: 'der' });
     if (!ours.equals(theirs)) return 'the leaf certifies a different key';
     return undefined;
