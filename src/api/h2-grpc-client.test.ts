@@ -1,5 +1,5 @@
 /**
- * The node:http2 gRPC client over real loopback sockets: against the controller's grpc-js server
+ * The HTTP/2 gRPC client over real loopback sockets: against the controller's grpc-js server
  * (the services of this module), and against raw node:http2 servers written here for the
  * protocol edges a well-behaved server never produces.
  */
@@ -637,6 +637,7 @@ describe('H2GrpcClient against a raw HTTP/2 server', () => {
     [constants.NGHTTP2_INTERNAL_ERROR, 'INTERNAL'],
     [constants.NGHTTP2_ENHANCE_YOUR_CALM, 'RESOURCE_EXHAUSTED'],
     [constants.NGHTTP2_PROTOCOL_ERROR, 'INTERNAL'],
+    [constants.NGHTTP2_INADEQUATE_SECURITY, 'PERMISSION_DENIED'],
   ] as const) {
     it(`maps RST_STREAM ${rst} to ${code}`, async () => {
       const server = await rawServer((r) => {
@@ -762,6 +763,54 @@ describe('H2GrpcClient against a raw HTTP/2 server', () => {
     assert.equal(silent.connections, 2);
     again.cancel();
     alive.cancel();
+  });
+
+  it('credits the window back as messages are read: a stream far larger than its window arrives whole', async () => {
+    const piece = frame(Buffer.alloc(1000, 'm'));
+    const count = 3000;
+    const server = await rawServer((r) => {
+      r.stream.respond(GRPC_OK, { waitForTrailers: true });
+      r.stream.on('wantTrailers', () => r.stream.sendTrailers({ 'grpc-status': '0' }));
+      for (let i = 0; i < count; i++) r.stream.write(piece);
+      r.stream.end();
+    });
+    const s = stream(rawClient(server.port));
+    await waitFor(() => s.ended !== undefined, 'the end', 20_000);
+    assert.equal(s.ended?.error, undefined);
+    assert.equal(s.messages.length, count);
+  });
+
+  it('takes the receive limit from its tuning', async () => {
+    const server = await rawServer((r) => reply(r.stream, frame(Buffer.alloc(101))));
+    const e = await rejection(unary(rawClient(server.port, { maxReceiveBytes: 100 })));
+    assert.equal(e.code, 'RESOURCE_EXHAUSTED');
+    assert.equal(Buffer.from(await unary(rawClient(server.port, { maxReceiveBytes: 101 }))).length, 101);
+  });
+
+  it('closes a connection without calls after the idle timeout; the next call dials again', async () => {
+    const server = await rawServer((r) => reply(r.stream, frame('pong')));
+    const client = rawClient(server.port, { idleTimeoutMs: 50 });
+    await unary(client);
+    await waitFor(() => server.sessions[0]?.closed === true, 'the idle connection to close');
+    await unary(client);
+    assert.equal(server.sessions.length, 2);
+  });
+
+  it('fails calls UNAVAILABLE when TLS is not established within the connect timeout', async () => {
+    // Accepts TCP and never answers the TLS handshake.
+    const sockets: Socket[] = [];
+    const silent = createServer((s) => sockets.push(s.on('error', () => {})));
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    cleanups.push(() => {
+      for (const s of sockets) s.destroy();
+      return new Promise<void>((r) => silent.close(() => r()));
+    });
+    const port = (silent.address() as AddressInfo).port;
+    const client = new H2GrpcClient({ address: `127.0.0.1:${port}`, tls: { caPem: '', serverName: SERVER_NAME } }, { connectTimeoutMs: 100 });
+    cleanups.push(() => client.close());
+    const e = await rejection(unary(client));
+    assert.equal(e.code, 'UNAVAILABLE');
+    assert.match(e.details, /no connection to .* within 100 ms/);
   });
 
   it('an invalid address fails calls with UNAVAILABLE instead of throwing', async () => {

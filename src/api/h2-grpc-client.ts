@@ -1,23 +1,26 @@
 /**
- * A gRPC client over `node:http2` for unary and server-streaming calls — all a proxy asks of the
- * controller — so that the sidecar does not load grpc-js (its channels, subchannels and channelz
- * cost megabytes of RSS in every pod).
+ * A gRPC client for unary and server-streaming calls — all a proxy asks of the controller — over
+ * ward's own HTTP/2 (`http`'s {@link H2Connection}, client role), so that the sidecar loads
+ * neither grpc-js (its channels, subchannels and channelz cost megabytes of RSS in every pod) nor
+ * node:http2 (about 2 MB more for the module and a session).
  *
- * One HTTP/2 session per client, dialled on the first call and shared by all calls; once it
+ * One HTTP/2 connection per client, dialled on the first call and shared by all calls; once it
  * closes, fails or receives GOAWAY, the next call dials a new one. There are no retries, no
  * reconnect backoff and no resubscription: a call while the server is down fails at once
  * (UNAVAILABLE), and the callers' own loops decide when to try again.
  */
-import {
-  type ClientHttp2Session,
-  type ClientHttp2Stream,
-  constants,
-  connect as http2Connect,
-  type IncomingHttpHeaders,
-  type IncomingHttpStatusHeader,
-} from 'node:http2';
 import { isIP, connect as netConnect, type Socket } from 'node:net';
-import { checkServerIdentity, connect as tlsConnect } from 'node:tls';
+import { checkServerIdentity, type TLSSocket, connect as tlsConnect } from 'node:tls';
+import {
+  H2_CANCEL,
+  H2_ENHANCE_YOUR_CALM,
+  H2_NO_ERROR,
+  H2_REFUSED_STREAM,
+  H2Connection,
+  type H2Stream,
+  type H2StreamEvents,
+  type HeaderBlock,
+} from '../http/index.js';
 import { errorMessage } from '../shared/index.js';
 import type { ClientCallOptions } from './call-options.js';
 import type { GrpcClientTls, GrpcConnectOptions } from './grpc-client.js';
@@ -27,7 +30,8 @@ import type { GrpcMethodDefinition, GrpcServiceDefinition } from './service-defi
 import { methodPath } from './service-definition.js';
 import type { StreamHandlers } from './stream-handlers.js';
 
-const { NGHTTP2_CANCEL, NGHTTP2_ENHANCE_YOUR_CALM, NGHTTP2_INADEQUATE_SECURITY, NGHTTP2_NO_ERROR, NGHTTP2_REFUSED_STREAM } = constants;
+/** RFC 9113 §7 INADEQUATE_SECURITY (http names only the codes its relays use). */
+const H2_INADEQUATE_SECURITY = 0xc;
 
 const USER_AGENT = 'ward-grpc/1';
 
@@ -35,28 +39,30 @@ const USER_AGENT = 'ward-grpc/1';
 export interface H2GrpcClientTuning {
   /** While calls are open, ping the server this often (default 20 s). */
   readonly keepaliveIntervalMs?: number;
-  /** A ping not answered within this destroys the session: its calls fail UNAVAILABLE (default 10 s). */
+  /** A ping not answered within this destroys the connection: its calls fail UNAVAILABLE (default 10 s). */
   readonly keepaliveTimeoutMs?: number;
   /** Give up dialling (TCP + TLS) after this long (default 20 s, grpc-js's minimum connect timeout). */
   readonly connectTimeoutMs?: number;
-  /** Close a session that has had no call for this long (default 5 min). */
+  /** Close a connection that has had no call for this long (default 5 min). */
   readonly idleTimeoutMs?: number;
   /** Largest response message accepted (default 4 MiB); larger ones fail RESOURCE_EXHAUSTED. */
   readonly maxReceiveBytes?: number;
 }
 
-/** One HTTP/2 session and the calls open on it. */
+/** One HTTP/2 connection and the calls open on it. */
 interface Connection {
-  readonly session: ClientHttp2Session;
+  readonly socket: Socket;
+  readonly h2: H2Connection;
   readonly calls: Set<ClientCall>;
-  /** False once the session must take no new call (GOAWAY, error, close). */
+  /** False once the connection must take no new call (GOAWAY, error, close). */
   usable: boolean;
-  /** Why the session failed, when we know (its calls fail UNAVAILABLE with this message). */
+  /** Why the connection failed, when we know (its calls fail UNAVAILABLE with this message). */
   failure: Error | undefined;
+  /** The server ended the byte stream (its calls cannot complete). */
+  ended: boolean;
   connectTimer: NodeJS.Timeout | undefined;
   keepaliveTimer: NodeJS.Timeout | undefined;
   pingTimer: NodeJS.Timeout | undefined;
-  idleTimer: NodeJS.Timeout | undefined;
 }
 
 /** Where a call delivers what it reads. */
@@ -76,26 +82,33 @@ function parseAddress(address: string): { host: string; port: number } | undefin
   return port >= 1 && port <= 65535 ? { host, port } : undefined;
 }
 
+/** The value of the first field `name` in a header block. */
+function field(block: HeaderBlock, name: string): string | undefined {
+  const pairs = block.pairs;
+  for (let i = 0; i + 1 < pairs.length; i += 2) if (pairs[i] === name) return pairs[i + 1];
+  return undefined;
+}
+
 /** The status carried by a header block, or `undefined` when it has no `grpc-status`; `null` is OK. */
-function statusOf(headers: IncomingHttpHeaders): GrpcError | null | undefined {
-  const raw = headers['grpc-status'];
+function statusOf(block: HeaderBlock): GrpcError | null | undefined {
+  const raw = field(block, 'grpc-status');
   if (raw === undefined) return undefined;
-  const code = /^\d+$/.test(String(raw)) ? statusName(Number(raw)) : 'UNKNOWN';
+  const code = /^\d+$/.test(raw) ? statusName(Number(raw)) : 'UNKNOWN';
   if (code === 'OK') return null;
-  const message = headers['grpc-message'];
-  return new GrpcError(code, typeof message === 'string' ? decodeGrpcMessage(message) : '');
+  const message = field(block, 'grpc-message');
+  return new GrpcError(code, message === undefined ? '' : decodeGrpcMessage(message));
 }
 
 /** The status of a stream reset by the server before it sent one (as grpc-js maps it). */
 function statusOfReset(rstCode: number): GrpcError {
   switch (rstCode) {
-    case NGHTTP2_REFUSED_STREAM:
+    case H2_REFUSED_STREAM:
       return new GrpcError('UNAVAILABLE', 'stream refused by the server');
-    case NGHTTP2_CANCEL:
+    case H2_CANCEL:
       return new GrpcError('CANCELLED', 'stream cancelled by the server');
-    case NGHTTP2_ENHANCE_YOUR_CALM:
+    case H2_ENHANCE_YOUR_CALM:
       return new GrpcError('RESOURCE_EXHAUSTED', 'bandwidth exhausted or memory limit exceeded');
-    case NGHTTP2_INADEQUATE_SECURITY:
+    case H2_INADEQUATE_SECURITY:
       return new GrpcError('PERMISSION_DENIED', 'protocol not secure enough');
     default:
       return new GrpcError('INTERNAL', `stream reset with HTTP/2 code ${rstCode}`);
@@ -103,18 +116,16 @@ function statusOfReset(rstCode: number): GrpcError {
 }
 
 /** One call: a request stream and what comes back on it. */
-class ClientCall {
+class ClientCall implements H2StreamEvents {
   readonly #sink: CallSink;
   readonly #reader: MessageReader;
   readonly #release: (call: ClientCall) => void;
   #conn: Connection | undefined;
-  #stream: ClientHttp2Stream | undefined;
-  #streamError: Error | undefined;
+  #stream: H2Stream | undefined;
   /** The status received (`null`: OK), `undefined` until one arrives. */
   #status: GrpcError | null | undefined;
   #deadlineTimer: NodeJS.Timeout | undefined;
   #hasHeaders = false;
-  #ended = false;
   #done = false;
 
   constructor(sink: CallSink, maxReceiveBytes: number, release: (call: ClientCall) => void) {
@@ -128,33 +139,22 @@ class ClientCall {
   }
 
   /** Sends the request on `conn`; the outcome arrives through the sink. */
-  start(conn: Connection, headers: Record<string, string>, body: Buffer, deadlineMs: number | undefined): void {
+  start(conn: Connection, head: readonly string[], body: Buffer, deadlineMs: number | undefined): void {
     this.#conn = conn;
     if (deadlineMs !== undefined) {
       this.#deadlineTimer = setTimeout(() => this.end(new GrpcError('DEADLINE_EXCEEDED', `deadline of ${deadlineMs} ms exceeded`), true), deadlineMs);
       this.#deadlineTimer.unref();
     }
-    let stream: ClientHttp2Stream;
-    try {
-      stream = conn.session.request(headers, { endStream: false });
-    } catch (e) {
-      // The session went away between the check and the request (never retried here).
-      process.nextTick(() => this.end(new GrpcError('UNAVAILABLE', errorMessage(e), { cause: e }), false));
+    const stream = conn.h2.request(head, false);
+    if (stream === undefined || stream.closed) {
+      // The connection went away between the check and the request (never retried here).
+      process.nextTick(() => this.#endUnavailable());
       return;
     }
     this.#stream = stream;
-    stream.on('response', (h) => this.#onHeaders(h));
-    stream.on('data', (chunk: Buffer) => this.#onData(chunk));
-    stream.on('trailers', (h) => {
-      const status = statusOf(h);
-      this.#status = status === undefined ? new GrpcError('UNKNOWN', 'the server sent trailers without grpc-status') : status;
-    });
-    stream.on('end', () => this.#onEnd());
-    stream.on('error', (e) => {
-      this.#streamError = e;
-    });
-    stream.on('close', () => this.#onClose());
-    stream.end(body);
+    stream.events = this;
+    stream.write(body);
+    stream.end();
   }
 
   /**
@@ -166,30 +166,37 @@ class ClientCall {
     this.#done = true;
     clearTimeout(this.#deadlineTimer);
     const s = this.#stream;
-    if (reset && s !== undefined && !s.closed && !s.destroyed) s.close(NGHTTP2_CANCEL);
+    if (reset && s !== undefined) s.reset(H2_CANCEL);
     this.#release(this);
     if (error !== null) this.#sink.onEnd(error);
   }
 
-  #onHeaders(headers: IncomingHttpHeaders & IncomingHttpStatusHeader): void {
+  headers(_s: H2Stream, block: HeaderBlock, endStream: boolean): void {
     if (this.#done) return;
-    this.#hasHeaders = true;
-    const status = statusOf(headers);
-    const http = headers[':status'];
-    if (http !== 200) {
-      this.end(status instanceof GrpcError ? status : new GrpcError(statusOfHttp(http ?? 0), `HTTP status ${http ?? 'missing'}`), true);
-      return;
+    if (this.#hasHeaders) {
+      const status = statusOf(block);
+      this.#status = status === undefined ? new GrpcError('UNKNOWN', 'the server sent trailers without grpc-status') : status;
+    } else {
+      this.#hasHeaders = true;
+      const status = statusOf(block);
+      const http = field(block, ':status');
+      if (http !== '200') {
+        const code = Number(http);
+        this.end(status instanceof GrpcError ? status : new GrpcError(statusOfHttp(code), `HTTP status ${http ?? 'missing'}`), true);
+        return;
+      }
+      const type = field(block, 'content-type');
+      if (type === undefined || !type.startsWith('application/grpc')) {
+        this.end(status instanceof GrpcError ? status : new GrpcError('UNKNOWN', `unexpected content-type ${JSON.stringify(type ?? '')}`), true);
+        return;
+      }
+      // Trailers-only: the status came with the headers (and END_STREAM).
+      if (status !== undefined) this.#status = status;
     }
-    const type = headers['content-type'];
-    if (type === undefined || !type.startsWith('application/grpc')) {
-      this.end(status instanceof GrpcError ? status : new GrpcError('UNKNOWN', `unexpected content-type ${JSON.stringify(type ?? '')}`), true);
-      return;
-    }
-    // Trailers-only: the status came with the headers (and END_STREAM).
-    if (status !== undefined) this.#status = status;
+    if (endStream) this.#onEnd();
   }
 
-  #onData(chunk: Buffer): void {
+  data(s: H2Stream, chunk: Buffer, endStream: boolean): void {
     if (this.#done) return;
     let failed: GrpcError | undefined;
     const error = this.#reader.push(chunk, (bytes) => {
@@ -198,52 +205,56 @@ class ClientCall {
       return failed === undefined && !this.#done;
     });
     const e = error ?? failed;
-    if (e !== undefined) this.end(e, true);
+    if (e !== undefined) {
+      this.end(e, true);
+      return;
+    }
+    if (this.#done) return;
+    // Messages go to the handlers as they complete, so what was read is used: credit it back.
+    // A partial message is held by the reader, bounded by the receive limit.
+    s.consumed(chunk.length);
+    if (endStream) this.#onEnd();
   }
 
+  /** The server ended its side. */
   #onEnd(): void {
-    if (this.#done) return;
-    this.#ended = true;
-    // A status after whole messages: the call is over. Otherwise 'close' says why it ended: Node
-    // also ends the readable side of a stream that is being reset, before the reset code is known.
-    if (this.#status !== undefined && !this.#reader.isPartial) this.end(this.#status ?? undefined, false);
+    if (this.#reader.isPartial) this.end(new GrpcError('INTERNAL', 'the stream ended inside a message'), false);
+    else if (this.#status !== undefined) this.end(this.#status ?? undefined, false);
+    else this.end(new GrpcError('UNKNOWN', 'the server ended the stream without a status'), false);
   }
 
-  #onClose(): void {
+  closed(_s: H2Stream, code: number | undefined, _byPeer: boolean): void {
     if (this.#done) return;
-    const rstCode = this.#stream?.rstCode ?? NGHTTP2_NO_ERROR;
     if (this.#status !== undefined && !this.#reader.isPartial) this.end(this.#status ?? undefined, false);
     else if (this.#connectionLost()) this.#endUnavailable();
-    else if (rstCode !== NGHTTP2_NO_ERROR) this.end(statusOfReset(rstCode), false);
+    else if (code !== undefined && code !== H2_NO_ERROR) this.end(statusOfReset(code), false);
     // Closed before any response without a reset code: the request never reached a server.
     else if (!this.#hasHeaders) this.#endUnavailable();
     else if (this.#reader.isPartial) this.end(new GrpcError('INTERNAL', 'the stream ended inside a message'), false);
-    else if (this.#ended) this.end(new GrpcError('UNKNOWN', 'the server ended the stream without a status'), false);
-    else this.end(statusOfReset(rstCode), false);
+    else this.end(new GrpcError('UNKNOWN', 'the server ended the stream without a status'), false);
   }
 
   /** True when the stream ends because its connection did (closed, failed, never established). */
   #connectionLost(): boolean {
     const conn = this.#conn;
-    return conn !== undefined && this.#status === undefined && (conn.failure !== undefined || conn.session.destroyed);
+    return conn !== undefined && (conn.failure !== undefined || conn.ended || conn.h2.destroyed);
   }
 
   #endUnavailable(): void {
-    const why = this.#conn?.failure ?? this.#streamError;
+    const why = this.#conn?.failure;
     this.end(new GrpcError('UNAVAILABLE', why === undefined ? 'the connection closed' : errorMessage(why), { cause: why }), false);
   }
 }
 
 /**
  * A gRPC client of one server (`GrpcConnectOptions`): unary and server-streaming calls of
- * generated service definitions over one lazily dialled HTTP/2 session.
+ * generated service definitions over one lazily dialled HTTP/2 connection.
  */
 export class H2GrpcClient {
   readonly #address: string;
   readonly #target: { host: string; port: number } | undefined;
   readonly #tls: GrpcClientTls | undefined;
   readonly #authority: string;
-  readonly #url: string;
   readonly #keepaliveIntervalMs: number;
   readonly #keepaliveTimeoutMs: number;
   readonly #connectTimeoutMs: number;
@@ -260,11 +271,11 @@ export class H2GrpcClient {
     this.#tls = opts.tls;
     // As grpc-js with `grpc.default_authority`: the mesh identity on TLS, the address otherwise.
     this.#authority = opts.tls?.serverName ?? opts.address;
-    this.#url = `${opts.tls === undefined ? 'http' : 'https'}://${this.#target === undefined ? 'invalid' : opts.address}`;
     this.#keepaliveIntervalMs = tuning.keepaliveIntervalMs ?? 20_000;
     this.#keepaliveTimeoutMs = tuning.keepaliveTimeoutMs ?? 10_000;
     this.#connectTimeoutMs = tuning.connectTimeoutMs ?? 20_000;
-    this.#idleTimeoutMs = tuning.idleTimeoutMs ?? 300_000;
+    // H2Connection takes a whole number of milliseconds a timer can wait, 0 meaning never.
+    this.#idleTimeoutMs = Math.min(Math.max(1, Math.round(tuning.idleTimeoutMs ?? 300_000)), 0x7fff_ffff);
     this.#maxReceiveBytes = tuning.maxReceiveBytes ?? DEFAULT_MAX_RECEIVE_BYTES;
   }
 
@@ -319,7 +330,7 @@ export class H2GrpcClient {
     return () => call.end(null, true);
   }
 
-  /** Closes the session; open calls fail with CANCELLED, later ones too. Idempotent. */
+  /** Closes the connection; open calls fail with CANCELLED, later ones too. Idempotent. */
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
@@ -329,7 +340,7 @@ export class H2GrpcClient {
     if (conn !== undefined) {
       conn.usable = false;
       this.#stopTimers(conn);
-      conn.session.destroy();
+      conn.h2.destroy();
     }
   }
 
@@ -362,15 +373,23 @@ export class H2GrpcClient {
       failSoon(new GrpcError('DEADLINE_EXCEEDED', 'the deadline had passed before the call started'));
       return call;
     }
-    const headers: Record<string, string> = {
-      ':method': 'POST',
-      ':path': methodPath(service, method),
-      ':authority': this.#authority,
-      'content-type': 'application/grpc',
-      te: 'trailers',
-      'user-agent': USER_AGENT,
-    };
-    if (deadlineMs !== undefined) headers['grpc-timeout'] = grpcTimeout(deadlineMs);
+    const head = [
+      ':method',
+      'POST',
+      ':scheme',
+      this.#tls === undefined ? 'http' : 'https',
+      ':path',
+      methodPath(service, method),
+      ':authority',
+      this.#authority,
+      'content-type',
+      'application/grpc',
+      'te',
+      'trailers',
+      'user-agent',
+      USER_AGENT,
+    ];
+    if (deadlineMs !== undefined) head.push('grpc-timeout', grpcTimeout(deadlineMs));
     let conn: Connection;
     try {
       conn = this.#connection();
@@ -380,7 +399,7 @@ export class H2GrpcClient {
     }
     conn.calls.add(call);
     if (conn.calls.size === 1) this.#busy(conn);
-    call.start(conn, headers, body, deadlineMs);
+    call.start(conn, head, body, deadlineMs);
     return call;
   }
 
@@ -390,49 +409,66 @@ export class H2GrpcClient {
     if (conn?.calls.delete(call) && conn.calls.size === 0) this.#idle(conn);
   }
 
-  /** The current session, or a new one when there is none or it takes no new calls. */
+  /** The current connection, or a new one when there is none or it takes no new calls. */
   #connection(): Connection {
     const c = this.#conn;
-    if (c?.usable && !c.session.closed && !c.session.destroyed) return c;
+    if (c?.usable && c.h2.usable) return c;
     const next = this.#connect();
     this.#conn = next;
     return next;
   }
 
   #connect(): Connection {
-    const session = http2Connect(this.#url, { createConnection: () => this.#dial(), settings: { enablePush: false } });
+    const socket = this.#dial();
+    // Registered before H2Connection's own listeners, so that the streams it closes on these
+    // events find out why.
+    socket.on('error', (e: Error) => {
+      conn.usable = false;
+      conn.failure ??= e;
+    });
+    socket.on('end', () => {
+      conn.usable = false;
+      conn.ended = true;
+    });
+    if (this.#tls === undefined) socket.once('connect', () => clearTimeout(conn.connectTimer));
+    else
+      socket.once('secureConnect', () => {
+        clearTimeout(conn.connectTimer);
+        const alpn = (socket as TLSSocket).alpnProtocol;
+        if (alpn !== 'h2') socket.destroy(new Error(`the server did not negotiate HTTP/2 (ALPN ${JSON.stringify(alpn === false ? '' : alpn)})`));
+      });
     const conn: Connection = {
-      session,
+      socket,
+      h2: new H2Connection(socket, {
+        role: 'client',
+        idleTimeoutMs: this.#idleTimeoutMs,
+        onGoaway: (code) => {
+          conn.usable = false;
+          // A GOAWAY with an error code ends its calls now (as node:http2 and grpc-js do); a
+          // graceful one lets them finish.
+          if (code !== undefined && code !== H2_NO_ERROR) this.#kill(conn, new Error(`the server sent GOAWAY with HTTP/2 code ${code}`));
+        },
+        onClose: () => {
+          conn.usable = false;
+          this.#stopTimers(conn);
+          if (this.#conn === conn) this.#conn = undefined;
+        },
+      }),
       calls: new Set(),
       usable: true,
       failure: undefined,
+      ended: false,
       connectTimer: undefined,
       keepaliveTimer: undefined,
       pingTimer: undefined,
-      idleTimer: undefined,
     };
     conn.connectTimer = setTimeout(
       () => this.#kill(conn, new Error(`no connection to ${this.#address} within ${this.#connectTimeoutMs} ms`)),
       this.#connectTimeoutMs,
     );
     conn.connectTimer.unref();
-    session.once('connect', () => clearTimeout(conn.connectTimer));
-    session.on('error', (e: Error) => {
-      conn.usable = false;
-      conn.failure ??= e;
-    });
-    session.on('goaway', (code: number) => {
-      // Node closes the session (NO_ERROR: after the open streams) or destroys it (any other code).
-      conn.usable = false;
-      if (code !== NGHTTP2_NO_ERROR) conn.failure ??= new Error(`the server sent GOAWAY with HTTP/2 code ${code}`);
-    });
-    session.on('close', () => {
-      conn.usable = false;
-      this.#stopTimers(conn);
-      if (this.#conn === conn) this.#conn = undefined;
-    });
     // Only open calls keep the process alive (see #busy).
-    session.unref();
+    socket.unref();
     return conn;
   }
 
@@ -460,61 +496,47 @@ export class H2GrpcClient {
     return socket;
   }
 
-  /** The session has calls: it keeps the process alive and is pinged. */
+  /** The connection has calls: it keeps the process alive and is pinged. */
   #busy(conn: Connection): void {
-    clearTimeout(conn.idleTimer);
-    conn.idleTimer = undefined;
-    conn.session.ref();
+    conn.socket.ref();
     conn.keepaliveTimer = setInterval(() => this.#ping(conn), this.#keepaliveIntervalMs);
     conn.keepaliveTimer.unref();
   }
 
-  /** The session's last call ended: no pings, and it closes if no call comes for a while. */
+  /** The connection's last call ended: no pings, and H2Connection closes it if no call comes for a while. */
   #idle(conn: Connection): void {
     clearInterval(conn.keepaliveTimer);
     clearTimeout(conn.pingTimer);
     conn.keepaliveTimer = undefined;
     conn.pingTimer = undefined;
-    if (conn.session.destroyed) return;
-    conn.session.unref();
-    conn.idleTimer = setTimeout(() => {
-      conn.usable = false;
-      conn.session.close();
-    }, this.#idleTimeoutMs);
-    conn.idleTimer.unref();
+    if (!conn.h2.destroyed) conn.socket.unref();
   }
 
   #ping(conn: Connection): void {
-    if (conn.pingTimer !== undefined || conn.session.destroyed) return;
-    conn.pingTimer = setTimeout(
-      () => this.#kill(conn, new Error(`keepalive ping not answered within ${this.#keepaliveTimeoutMs} ms`)),
-      this.#keepaliveTimeoutMs,
-    );
-    conn.pingTimer.unref();
-    try {
-      conn.session.ping((err) => {
-        if (err !== null) return;
-        clearTimeout(conn.pingTimer);
-        conn.pingTimer = undefined;
-      });
-    } catch (e) {
-      this.#kill(conn, e instanceof Error ? e : new Error(String(e)));
-    }
+    if (conn.pingTimer !== undefined || conn.h2.destroyed) return;
+    const timer = setTimeout(() => this.#kill(conn, new Error(`keepalive ping not answered within ${this.#keepaliveTimeoutMs} ms`)), this.#keepaliveTimeoutMs);
+    timer.unref();
+    conn.pingTimer = timer;
+    const sent = conn.h2.ping(() => {
+      if (conn.pingTimer !== timer) return;
+      clearTimeout(timer);
+      conn.pingTimer = undefined;
+    });
+    if (!sent) this.#kill(conn, new Error('keepalive ping could not be sent'));
   }
 
-  /** Destroys a session: its calls fail UNAVAILABLE with `why`. */
+  /** Destroys a connection: its calls fail UNAVAILABLE with `why`. */
   #kill(conn: Connection, why: Error): void {
     conn.usable = false;
     conn.failure ??= why;
     this.#stopTimers(conn);
-    if (!conn.session.destroyed) conn.session.destroy(why);
+    conn.h2.destroy();
   }
 
   #stopTimers(conn: Connection): void {
     clearTimeout(conn.connectTimer);
     clearInterval(conn.keepaliveTimer);
     clearTimeout(conn.pingTimer);
-    clearTimeout(conn.idleTimer);
-    conn.connectTimer = conn.keepaliveTimer = conn.pingTimer = conn.idleTimer = undefined;
+    conn.connectTimer = conn.keepaliveTimer = conn.pingTimer = undefined;
   }
 }

@@ -2,8 +2,8 @@
  * Public surface of `api`: the Linkerd-compatible wire API (POLICY-SEMANTICS §5) — core <-> wire
  * mapping, gRPC servers and clients, and the generated messages. The only module importing
  * grpc-js; nothing here requires callers to. The servers are grpc-js, loaded on the first
- * `startGrpcServer`; the clients speak gRPC over node:http2, so importing this module (as the
- * proxy does) does not load grpc-js.
+ * `startGrpcServer`; the clients speak gRPC over ward's own HTTP/2 (`http`), so importing this
+ * module (as the proxy does) loads neither grpc-js nor node:http2.
  */
 
 export type { ClientCallOptions } from './call-options.js';

@@ -1,8 +1,12 @@
 /**
  * The proxy imports this module's public surface in every pod and uses only its clients, which
- * speak gRPC over node:http2; `@grpc/grpc-js` (~2.3 MB RSS at import, more for its channels) is
- * loaded only when a server is started. Checked in a fresh process, since this test process may
- * have loaded grpc-js already.
+ * speak gRPC over ward's own HTTP/2 (`http`); `@grpc/grpc-js` (~2.3 MB RSS at import, more for its
+ * channels) is loaded only when a server is started, and node:http2 (~2 MB with a session) is not
+ * imported at all. Checked in a fresh process, since this test process may have loaded both.
+ *
+ * node:http2 is checked by who imports it (a resolve hook), not by `process.moduleLoadList`: under
+ * tsx an ES import of node:http reads all its exports, and the `WebSocket` getter among them loads
+ * undici and node:http2 with it. The proxy's bundle requires built-ins instead, which reads none.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -19,7 +23,14 @@ const GRPC_MODULE = /@grpc\/|@js-sdsl|proto-loader/;
  * and `require.cache`'s keys as JSON.
  */
 const CHILD = `
-import { createRequire } from 'node:module';
+import { createRequire, registerHooks } from 'node:module';
+const http2Importers = [];
+registerHooks({
+  resolve(specifier, context, next) {
+    if (/^(node:)?http2$/.test(specifier)) http2Importers.push(context.parentURL);
+    return next(specifier, context);
+  },
+});
 const input = JSON.parse(process.env.WARD_FOOTPRINT_INPUT);
 const mod = await import(new URL(input.entry, input.rootUrl));
 const codes = [];
@@ -40,12 +51,14 @@ if (input.entry === 'src/api/index.ts') {
     await server.close(0);
   }
 }
-console.log(JSON.stringify({ codes, modules: Object.keys(createRequire(import.meta.url).cache) }));
+console.log(JSON.stringify({ codes, modules: Object.keys(createRequire(import.meta.url).cache), http2Importers }));
 `;
 
 interface ChildOutput {
   codes: string[];
   modules: string[];
+  /** The modules that imported node:http2. */
+  http2Importers: string[];
 }
 
 let closedPort: number;
@@ -70,19 +83,24 @@ function runChild(entry: string, startServer = false): ChildOutput {
 }
 
 describe('load footprint', () => {
-  it('the api surface and its three clients (calls included) do not load @grpc/grpc-js', () => {
+  it('the api surface and its three clients (calls included) do not load @grpc/grpc-js, nor import node:http2', () => {
     const out = runChild('src/api/index.ts');
     assert.deepEqual(out.codes, ['UNAVAILABLE', 'UNAVAILABLE', 'UNAVAILABLE', 'UNAVAILABLE']);
     assert.deepEqual(
       out.modules.filter((m) => GRPC_MODULE.test(m)),
       [],
     );
+    assert.deepEqual(out.http2Importers, []);
   });
 
-  it('the proxy module does not load @grpc/grpc-js', () => {
+  it('the proxy module does not load @grpc/grpc-js, nor node:http2 through this module', () => {
     const out = runChild('src/proxy/index.ts');
     assert.deepEqual(
       out.modules.filter((m) => GRPC_MODULE.test(m)),
+      [],
+    );
+    assert.deepEqual(
+      out.http2Importers.filter((m) => m.includes('/src/api/')),
       [],
     );
   });

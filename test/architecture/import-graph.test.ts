@@ -18,7 +18,7 @@ const ALLOWED: Record<string, readonly string[]> = {
   index: ['core', 'manifest'],
   sources: ['index', 'manifest', 'core', 'shared'],
   http: ['shared'],
-  api: ['core', 'shared'],
+  api: ['core', 'http', 'shared'],
   identity: ['core', 'api', 'shared'],
   proxy: ['core', 'api', 'identity', 'http', 'shared'],
   controller: ['core', 'manifest', 'index', 'sources', 'api', 'identity', 'shared'],
