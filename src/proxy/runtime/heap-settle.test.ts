@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { getHeapStatistics } from 'node:v8';
@@ -152,5 +153,28 @@ describe('heap settle', () => {
     // Twice, and timers still run after it (the session is let go outside its callback).
     await collectAllGarbage();
     await sleep(10);
+  });
+
+  it('with --expose-gc, gives the garbage back by V8 gc and never loads the inspector', () => {
+    const child = `
+      import { getHeapStatistics } from 'node:v8';
+      const { collectAllGarbage } = await import(${JSON.stringify(new URL('./heap-settle.ts', import.meta.url).href)});
+      let garbage = [];
+      for (let i = 0; i < 300_000; i++) garbage.push({ i, s: 'x' + i, a: [i] });
+      const grown = getHeapStatistics().total_heap_size;
+      garbage = null;
+      await collectAllGarbage();
+      const after = getHeapStatistics().total_heap_size;
+      console.log(JSON.stringify({ grown, after, inspector: process.moduleLoadList.includes('NativeModule inspector') }));
+    `;
+    const r = spawnSync(process.execPath, ['--expose-gc', '--import', 'tsx', '--input-type=module', '--eval', child], {
+      encoding: 'utf8',
+      env: { ...process.env, NODE_TEST_CONTEXT: undefined },
+      timeout: 60_000,
+    });
+    assert.equal(r.status, 0, r.stderr);
+    const out = JSON.parse(r.stdout.trim().split('\n').at(-1) ?? '') as { grown: number; after: number; inspector: boolean };
+    assert.ok(out.after < out.grown - 10 * 1024 * 1024, `heap ${out.grown} -> ${out.after}`);
+    assert.equal(out.inspector, false);
   });
 });

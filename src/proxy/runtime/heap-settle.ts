@@ -12,9 +12,10 @@
  * Here the process's own CPU time decides: once it has used less than {@link QUIET_CPU_FRACTION}
  * of each of {@link QUIET_TICKS} consecutive ticks, one collection runs: V8's low-memory
  * collection, as the memory reducer's (the young generation and the page pool shrunk; a plain
- * full collection, `gc()`, frees the objects but gave nothing back to the system here), asked
- * for through the inspector in-process (`node:inspector`, no port opened): node has no other
- * way. Quiet is not proof that nothing is in flight (a low-rate or streaming request may be),
+ * full collection, `gc()`, frees the objects but gave nothing back to the system here): V8's
+ * last-resort `gc()` when the process runs with `--expose-gc` (as PROXY_NODE_OPTIONS has it),
+ * otherwise asked for through the inspector in-process (`node:inspector`, no port opened), whose
+ * code then stays resident. Quiet is not proof that nothing is in flight (a low-rate or streaming request may be),
  * but the pause (~20 ms) then falls on little. After the first, it runs again only when the
  * process is quiet with its memory well above what the first left (see {@link settleHeapWhenQuiet}).
  *
@@ -28,12 +29,21 @@ export const QUIET_TICKS = 2;
 /** A tick is quiet when the process used less than this fraction of it (1 %: ~10 ms a second). */
 export const QUIET_CPU_FRACTION = 0.01;
 
+/** V8's `gc` extension, which `--expose-gc` installs on the global object. */
+type ExposedGc = (options: { readonly type: 'major'; readonly flavor: 'last-resort' }) => void;
+
 /**
- * Collects every unreachable object and gives memory back (the inspector's
- * `HeapProfiler.collectGarbage`, V8's low-memory collection: the young generation and the page
- * pool shrunk, as the memory reducer does), in-process: no port is opened.
+ * Collects every unreachable object and gives memory back (V8's low-memory collection: the young
+ * generation and the page pool shrunk, as the memory reducer does). With `--expose-gc`, by the
+ * `gc` it exposes (`flavor: 'last-resort'`, the same collection); otherwise by the inspector's
+ * `HeapProfiler.collectGarbage`, in-process: no port is opened.
  */
 export async function collectAllGarbage(): Promise<void> {
+  const gc = (globalThis as { gc?: ExposedGc }).gc;
+  if (typeof gc === 'function') {
+    gc({ type: 'major', flavor: 'last-resort' });
+    return;
+  }
   // Loaded here: a node built without the inspector must still run the proxy (this then fails).
   const { Session } = await import('node:inspector');
   const session = new Session();
