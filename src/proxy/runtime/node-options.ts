@@ -2,7 +2,7 @@
  * How a sidecar's node process should be started. These are process options (V8 reads them when
  * the heap is set up), so launchers pass them: `ward up` does, the bench does, and a pod spec
  * should run `node --max-semi-space-size=2 --max-old-space-size=512
- * --no-allocation-site-pretenuring --expose-gc …/bin/ward.js proxy …`.
+ * --no-allocation-site-pretenuring --expose-gc --no-sparkplug --no-maglev …/bin/ward.js proxy …`.
  *
  * The figures below were measured while the inbound proxy still relayed HTTP/2 through node:http2
  * (its streams, its header objects). Both proxies now relay HTTP/2 on h2/connection; node:http2
@@ -44,6 +44,14 @@
  * rather than through the inspector, whose code (node's and V8's) then stays resident in an idle
  * proxy: 0.6 MB of file pages. The flag only installs that function on the global object.
  *
+ * `--no-sparkplug --no-maglev`: only V8's interpreter and TurboFan, not its two middle tiers.
+ * Sparkplug's code was mostly the bundle's top-level function (run once, 285 kB kept); Maglev's
+ * compiler is 1.5-2.4 MB of the node binary's pages, which any warm function brings in, and an
+ * idle proxy kept. In interleaved A/Bs (`npm run bench -- mesh-ab`, 24 round pairs, 1,000
+ * requests/s) the proxies' CPU per request did not rise: paired medians -11 and -13 µs of ~490-560
+ * for HTTP/1, -4 and -6 of ~440-490 for gRPC in two runs, p99 lower in 14, 12 (HTTP/1) and 11,
+ * 14 (gRPC) of 24 rounds; `--no-maglev` alone -19 and 0 µs. Hot code is TurboFan's either way.
+ *
  * Tried and not kept (mesh bench proxies, 1,000 requests/s; `--trace-gc-nvp` for the phases):
  * - `--initial-old-space-size=32`, a floor under the old generation's limit, so that the memory
  *   reducer's idle mark-compacts (which set the limit just above the live heap) do not bring one
@@ -65,4 +73,6 @@ export const PROXY_NODE_OPTIONS: readonly string[] = Object.freeze([
   '--max-old-space-size=512',
   '--no-allocation-site-pretenuring',
   '--expose-gc',
+  '--no-sparkplug',
+  '--no-maglev',
 ]);
