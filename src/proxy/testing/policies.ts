@@ -1,11 +1,13 @@
 /**
  * Scripted policy sources for this module's tests (not part of the public surface): index-like
  * cells behind an `InboundDiscovery`, to serve with `inboundPolicyService`, and compiled policies
- * standing in for a `PolicyWatcher`.
+ * standing in for a `PolicyWatcher`. The cells are the api tests' own (`FakeCell`).
  */
-import type { WatchableCell } from '../../api/index.js';
-import { type CompiledServer, compileServer, deepEqual, type InboundServer } from '../../core/index.js';
+import { FakeCell } from '../../api/test-helpers.js';
+import { type CompiledServer, compileServer, type InboundServer } from '../../core/index.js';
 import type { PolicyListener } from '../inbound/policy-watch.js';
+
+export { FakeCell };
 
 /**
  * Compiled policies per port with the watcher's interface. `set` replaces a port's policy; with
@@ -58,24 +60,6 @@ export class FakePolicies {
     let n = 0;
     for (const s of this.#listeners.values()) n += s.size;
     return n;
-  }
-}
-
-/** A latest-value cell like the index's PolicyCell: publishes only real changes. */
-export class FakeCell implements WatchableCell {
-  value: InboundServer;
-  readonly listeners = new Set<(v: InboundServer) => void>();
-  constructor(value: InboundServer) {
-    this.value = value;
-  }
-  subscribe(listener: (v: InboundServer) => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
-  }
-  publish(next: InboundServer): void {
-    if (deepEqual(next, this.value)) return;
-    this.value = next;
-    for (const l of this.listeners) l(next);
   }
 }
 
