@@ -48,6 +48,14 @@ export {
   type TokenIdentity,
 } from './token.js';
 export {
+  POD_NAME_EXTRA,
+  type ReviewToken,
+  TokenReviewAuthenticator,
+  type TokenReviewAuthenticatorOptions,
+  type TokenReviewStatus,
+  type TokenReviewUser,
+} from './token-review.js';
+export {
   type CertifyAnswer,
   createCsr,
   generateWorkloadKey,
