@@ -1,4 +1,4 @@
-/** Public surface of `sources`: feeders of the indexes (the directory source). */
+/** Public surface of `sources`: feeders of the indexes (the directory source, the Kubernetes API). */
 
 export {
   type ChangeSummary,
@@ -8,3 +8,24 @@ export {
   type SourceSink,
   type SourceTx,
 } from './directory-source.js';
+export {
+  DEFAULT_MAX_LINE_BYTES,
+  inClusterConfig,
+  KubeApiError,
+  KubeClient,
+  type KubeClientOptions,
+  type KubeConfig,
+  KubeConfigError,
+  type KubeRequest,
+  type KubeRequester,
+  type KubeResponse,
+  type KubeToken,
+  KubeWatchStreamError,
+  LineDecoder,
+  type LoadKubeconfigOptions,
+  loadKubeconfig,
+  parseWatchLine,
+  SERVICE_ACCOUNT_DIR,
+  type WatchEvent,
+  type WatchOptions,
+} from './kube/client.js';
