@@ -13,4 +13,5 @@ export * from './lint.js';
 export * from './pod.js';
 export * from './policy-index.js';
 export * from './query-error.js';
+export * from './status.js';
 export * from './targets.js';
