@@ -36,6 +36,26 @@ export {
 export { type DecodeResult, type DocumentRef, decodeResource, formatPath, splitApiVersion } from './decode.js';
 export { parseGoDurationMs } from './go-duration.js';
 export { DEFAULT_OPAQUE_PORTS, type InjectConfig, injectPod, isInjectedPod, isMeshedPod, PROXY_CONTAINER_NAME } from './inject.js';
+export {
+  DEFAULT_PROXY_UID,
+  escapeJsonPointer,
+  IDENTITY_TOKEN_AUDIENCE,
+  IDENTITY_TOKEN_DIR,
+  IDENTITY_TOKEN_VOLUME,
+  injectKubePod,
+  injectKubeWorkload,
+  type JsonObject,
+  type JsonPatchOperation,
+  type KubeInjectConfig,
+  type KubeInjectOptions,
+  type KubeInjectResult,
+  type KubeWorkloadResult,
+  PROXY_CONFIG_ANNOTATIONS,
+  PROXY_INIT_CONTAINER_NAME,
+  PROXY_PORTS,
+  TRUST_ANCHORS_ENV,
+  WORKLOAD_TEMPLATE_PATHS,
+} from './kube-inject.js';
 export { lintResource } from './lint-resource.js';
 export {
   documentAt,
