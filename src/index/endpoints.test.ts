@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { ContainerSpec, Pod, Service } from '../manifest/index.js';
+import { type ContainerSpec, decodeResource, type Pod, parseManifestText, type Service } from '../manifest/index.js';
 import { type Endpoint, type EndpointEvent, EndpointsIndex, parseEndpointsPath } from './endpoints.js';
 
 // === builders ===
@@ -27,6 +27,9 @@ interface PodOpts {
   readonly sa?: string;
   readonly owner?: string;
   readonly namespace?: string;
+  /** `status.conditions[type=Ready].status`, as a kubelet reports it. */
+  readonly ready?: 'True' | 'False';
+  readonly phase?: string;
 }
 
 function mkPod(name: string, o: PodOpts = {}): Pod {
@@ -36,14 +39,35 @@ function mkPod(name: string, o: PodOpts = {}): Pod {
     apiVersion: 'v1',
     metadata: { namespace: o.namespace ?? NS, name, labels: { ...(o.labels ?? { app: 'web' }), ...cp }, annotations: o.annotations ?? {} },
     spec: { containers: o.containers ?? [CONTAINER], ...(o.sa !== undefined ? { serviceAccountName: o.sa } : {}) },
-    ...(o.ip !== undefined ? { status: { podIP: o.ip } } : {}),
+    ...(o.ip !== undefined || o.ready !== undefined || o.phase !== undefined
+      ? {
+          status: {
+            ...(o.ip !== undefined ? { podIP: o.ip } : {}),
+            ...(o.phase !== undefined ? { phase: o.phase } : {}),
+            ...(o.ready !== undefined
+              ? {
+                  conditions: [
+                    { type: 'PodScheduled', status: 'True' },
+                    { type: 'Ready', status: o.ready },
+                  ],
+                }
+              : {}),
+          },
+        }
+      : {}),
     ...(o.owner !== undefined ? { owner: o.owner } : {}),
   };
 }
 
 function mkService(
   name: string,
-  o: { selector?: Record<string, string> | undefined; ports?: Service['spec']['ports']; clusterIP?: string; namespace?: string } = {},
+  o: {
+    selector?: Record<string, string> | undefined;
+    ports?: Service['spec']['ports'];
+    clusterIP?: string;
+    namespace?: string;
+    publishNotReadyAddresses?: boolean;
+  } = {},
 ): Service {
   return {
     kind: 'Service',
@@ -52,6 +76,7 @@ function mkService(
     spec: {
       ...('selector' in o ? (o.selector !== undefined ? { selector: o.selector } : {}) : { selector: { app: 'web' } }),
       ...(o.clusterIP !== undefined ? { clusterIP: o.clusterIP } : {}),
+      ...(o.publishNotReadyAddresses !== undefined ? { publishNotReadyAddresses: o.publishNotReadyAddresses } : {}),
       ports: o.ports ?? [{ name: 'http', port: 80, targetPort: 'http' }],
     },
   };
@@ -402,5 +427,110 @@ describe('EndpointsIndex.watch', () => {
     const w = record(index, `${WEB}:80`);
     assert.throws(() => index.apply(mkPod('web-0', { ip: '10.0.0.1' })), /boom/);
     assert.equal(w.batches.length, 1);
+  });
+});
+
+// === readiness ===
+
+describe('EndpointsIndex readiness', () => {
+  it('answers a Service with its ready pods only, as a cluster whose pods carry Ready conditions', () => {
+    const index = mkIndex(
+      mkService('web'),
+      mkPod('web-0', { ip: '10.0.0.1', ready: 'True' }),
+      mkPod('web-1', { ip: '10.0.0.2', ready: 'False' }),
+      mkPod('web-2', { ip: '10.0.0.3', ready: 'True', phase: 'Succeeded' }),
+      mkPod('web-3', { ip: '10.0.0.4' }), // no conditions: nothing reports on it
+    );
+    assert.deepEqual(ok(index.resolve(`${WEB}:80`)).endpoints, [meshedEndpoint('web-0', '10.0.0.1', 8080), meshedEndpoint('web-3', '10.0.0.4', 8080)]);
+    // Addressed by its IP, an unready pod still answers (upstream's endpoint profiles); a finished one does not.
+    assert.deepEqual(ok(index.resolve('10.0.0.2:8080')).endpoints, [meshedEndpoint('web-1', '10.0.0.2', 8080)]);
+    assert.deepEqual(ok(index.resolve('10.0.0.3:8080')), { ok: true, exists: false, endpoints: [] });
+  });
+
+  it('reads the Ready condition of a Pod as the API server serves it', () => {
+    const apiPod = (ready: string) => `apiVersion: v1
+kind: Pod
+metadata: {name: web-7d4b9c8f6-x2k9p, namespace: app, labels: {app: web, linkerd.io/control-plane-ns: linkerd}, uid: 5d1c}
+spec: {containers: [{name: app, ports: [{name: http, containerPort: 8080}]}]}
+status:
+  phase: Running
+  podIP: 10.0.0.1
+  conditions:
+  - {type: Initialized, status: "True", lastTransitionTime: "2026-01-01T00:00:00Z"}
+  - {type: Ready, status: "${ready}", lastTransitionTime: "2026-01-01T00:00:05Z", reason: ContainersNotReady}
+  - {type: ContainersReady, status: "${ready}"}
+`;
+    const decode = (text: string): Pod => {
+      const [doc] = parseManifestText(text, 'pod.yaml').documents;
+      const r = doc === undefined ? undefined : decodeResource(doc);
+      assert.equal(r?.status, 'ok', JSON.stringify(r));
+      return (r as { resource: Pod }).resource;
+    };
+    const index = mkIndex(mkService('web'), decode(apiPod('False')));
+    assert.deepEqual(ok(index.resolve(`${WEB}:80`)).endpoints, []);
+    index.apply(decode(apiPod('True')));
+    assert.deepEqual(
+      ok(index.resolve(`${WEB}:80`)).endpoints.map((e) => e.labels.pod),
+      ['web-7d4b9c8f6-x2k9p'],
+    );
+  });
+
+  it('removes a pod whose Ready condition turns False from the watch, and adds it back when True', () => {
+    const index = mkIndex(mkService('web'), mkPod('web-0', { ip: '10.0.0.1', ready: 'True' }), mkPod('web-1', { ip: '10.0.0.2', ready: 'True' }));
+    const w = record(index, `${WEB}:80`);
+    index.apply(mkPod('web-1', { ip: '10.0.0.2', ready: 'False' }));
+    assert.deepEqual(w.batches, [[{ kind: 'remove', addrs: [{ ip: '10.0.0.2', port: 8080 }] }]]);
+    index.apply(mkPod('web-0', { ip: '10.0.0.1', ready: 'False' }));
+    assert.deepEqual(w.batches[1], [{ kind: 'noEndpoints', exists: true }]);
+    index.apply(mkPod('web-1', { ip: '10.0.0.2', ready: 'True' }));
+    assert.deepEqual(w.batches[2], [{ kind: 'add', endpoints: [meshedEndpoint('web-1', '10.0.0.2', 8080)] }]);
+    assert.equal(w.batches.length, 3);
+  });
+
+  it('keeps unready pods of a Service that publishes not-ready addresses', () => {
+    const index = mkIndex(mkService('web', { publishNotReadyAddresses: true }), mkPod('web-0', { ip: '10.0.0.1', ready: 'False' }));
+    assert.deepEqual(ok(index.resolve(`${WEB}:80`)).endpoints, [meshedEndpoint('web-0', '10.0.0.1', 8080)]);
+    index.apply(mkPod('web-0', { ip: '10.0.0.1', ready: 'False', phase: 'Failed' }));
+    assert.deepEqual(ok(index.resolve(`${WEB}:80`)).endpoints, []);
+  });
+
+  it('takes readiness from the node once it reports: unreported pods are no endpoints, reported ones follow their reports', () => {
+    // Manifest status means nothing to the node: an exported pod says Ready, but nothing runs it yet.
+    const web0 = mkPod('web-0', { ip: '10.0.0.1', ready: 'True' });
+    const web1 = mkPod('web-1', { ip: '10.0.0.2' });
+    const index = mkIndex(mkService('web'), web0, web1);
+    const w = record(index, `${WEB}:80`);
+    assert.deepEqual(w.initial, [{ kind: 'add', endpoints: [meshedEndpoint('web-0', '10.0.0.1', 8080), meshedEndpoint('web-1', '10.0.0.2', 8080)] }]);
+    index.reportPod(web1, false);
+    assert.deepEqual(w.batches, [[{ kind: 'noEndpoints', exists: true }]]);
+    index.reportPod(web1, true);
+    assert.deepEqual(w.batches[1], [{ kind: 'add', endpoints: [meshedEndpoint('web-1', '10.0.0.2', 8080)] }]);
+    index.reportPod(web0, true);
+    assert.deepEqual(w.batches[2], [{ kind: 'add', endpoints: [meshedEndpoint('web-0', '10.0.0.1', 8080)] }]);
+    index.reportPod(web0, false);
+    assert.deepEqual(w.batches[3], [{ kind: 'remove', addrs: [{ ip: '10.0.0.1', port: 8080 }] }]);
+    assert.equal(w.batches.length, 4);
+  });
+
+  it('keeps a pod the manifests dropped while the node runs it ready (a rollout), until the node forgets it', () => {
+    const old = mkPod('web-a-0', { ip: '10.0.0.1' });
+    const next = mkPod('web-b-0', { ip: '10.0.0.2' });
+    const index = mkIndex(mkService('web'), old);
+    index.reportPod(old, true);
+    const w = record(index, `${WEB}:80`);
+    index.update((tx) => {
+      tx.delete({ kind: 'Pod', group: '', namespace: NS, name: 'web-a-0' });
+      tx.apply(next);
+    });
+    index.reportPod(next, false);
+    assert.deepEqual(w.batches, [], 'the old pod serves while the new one is not ready');
+    assert.deepEqual(ok(index.resolve('10.0.0.1:8080')).endpoints, [meshedEndpoint('web-a-0', '10.0.0.1', 8080)]);
+    index.reportPod(next, true);
+    index.forgetPod(NS, 'web-a-0');
+    assert.deepEqual(w.batches, [
+      [{ kind: 'add', endpoints: [meshedEndpoint('web-b-0', '10.0.0.2', 8080)] }],
+      [{ kind: 'remove', addrs: [{ ip: '10.0.0.1', port: 8080 }] }],
+    ]);
+    assert.deepEqual(ok(index.resolve('10.0.0.1:8080')), { ok: true, exists: false, endpoints: [] });
   });
 });

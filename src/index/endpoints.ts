@@ -7,8 +7,16 @@
  * transactions; after each one, every watch whose endpoint set changed gets exactly the
  * difference, and watches whose set did not change hear nothing.
  *
- * Not modelled: readiness (every pod with a `status.podIP` is an endpoint) and instance-qualified
- * names (`<pod>.<svc>.<ns>.svc...`).
+ * Readiness is the EndpointSlice controller's and Destination's (upstream's endpoints watcher
+ * skips a slice endpoint whose `conditions.ready` is false): a Service's endpoints are its pods
+ * that are ready (`podReadiness`), or all of its running pods with `publishNotReadyAddresses`.
+ * An `<ip>:<port>` naming a pod answers that pod whether ready or not, as upstream's endpoint
+ * profiles do for pods that must be reached before they are ready. In local mode the node (the
+ * runtime of `ward up`, standing in for the kubelet) reports the pods it runs and their readiness
+ * (`reportPod`), and those reports take the place of the status manifests carry.
+ *
+ * Not modelled: terminating pods (`metadata.deletionTimestamp`; a cluster's kubelet fails their
+ * readiness soon after) and instance-qualified names (`<pod>.<svc>.<ns>.svc...`).
  */
 import { deepEqual, formatIp, parseIp, serviceAccountIdentity } from '../core/index.js';
 import { ANNOTATIONS, type Pod, parsePortSet, type Resource, type ResourceKey, type Service } from '../manifest/index.js';
@@ -76,6 +84,20 @@ export type EndpointsTarget =
   | { readonly kind: 'service'; readonly namespace: string; readonly name: string; readonly port: number }
   | { readonly kind: 'ip'; readonly ip: string; readonly port: number };
 
+/**
+ * How a pod counts for Service endpoints, as the EndpointSlice controller sets a slice endpoint's
+ * `conditions.ready`: `terminal` (phase `Succeeded` or `Failed`: no endpoint at all), else `ready`
+ * when its `Ready` condition is `True`, else `not-ready`. A pod that carries no conditions at all
+ * (a manifest written by hand: no kubelet reports on it) counts as ready.
+ */
+export function podReadiness(pod: Pod): 'ready' | 'not-ready' | 'terminal' {
+  const status = pod.status;
+  if (status?.phase === 'Succeeded' || status?.phase === 'Failed') return 'terminal';
+  const conditions = status?.conditions;
+  if (conditions === undefined) return 'ready';
+  return conditions.some((c) => c.type === 'Ready' && c.status === 'True') ? 'ready' : 'not-ready';
+}
+
 // === path parsing ===
 
 const DEFAULT_CLUSTER_DOMAIN = 'cluster.local';
@@ -131,6 +153,11 @@ interface PodEntry {
   readonly info: PodInfo;
   /** Canonical pod IP, when the pod has a valid one. */
   readonly ip: string | undefined;
+  readonly readiness: 'ready' | 'not-ready' | 'terminal';
+}
+
+function podEntry(pod: Pod, readiness: PodEntry['readiness'] = podReadiness(pod)): PodEntry {
+  return { info: podInfo(pod), ip: canonicalIp(pod.status?.podIP), readiness };
 }
 
 interface TargetState {
@@ -178,6 +205,9 @@ export class EndpointsIndex {
   readonly #services = new Map<string, Map<string, Service>>();
   readonly #podsByIp = new Map<string, Set<PodEntry>>();
   readonly #servicesByIp = new Map<string, Set<Service>>();
+  /** Local mode: the pods the node runs, with the readiness it reported (see `reportPod`). */
+  #nodePods: Map<string, Map<string, PodEntry>> | undefined;
+  readonly #nodePodsByIp = new Map<string, Set<PodEntry>>();
   readonly #targets = new Map<string, TargetState>();
   readonly #dirtyNamespaces = new Set<string>();
   readonly #dirtyIps = new Set<string>();
@@ -200,6 +230,53 @@ export class EndpointsIndex {
       this.#inTx = false;
     }
     this.#publish();
+  }
+
+  /**
+   * Local mode: the node runs `pod` (its `status.podIP` set) and finds it `ready` or not. From the
+   * first report on, a Service's endpoints are the ready pods the node reports, whatever status
+   * the manifests' pods carry (nothing reports on them here); a pod the manifests no longer
+   * define (an old pod of a rollout, until it stops) stays an endpoint while the node runs it ready.
+   */
+  reportPod(pod: Pod, ready: boolean): void {
+    this.#nodeChange(() => this.#setNodePod(pod.metadata.namespace, pod.metadata.name, podEntry(pod, ready ? 'ready' : 'not-ready')));
+  }
+
+  /** Local mode: the node no longer runs pod `namespace/name` (it is stopping or gone): no endpoint. */
+  forgetPod(namespace: string, name: string): void {
+    this.#nodeChange(() => this.#setNodePod(namespace, name, undefined));
+  }
+
+  #nodeChange(fn: () => void): void {
+    if (this.#inTx) throw new Error('EndpointsIndex node reports cannot be made inside update');
+    this.#nodePods ??= new Map();
+    fn();
+    this.#publish();
+  }
+
+  #setNodePod(namespace: string, name: string, entry: PodEntry | undefined): void {
+    const all = this.#nodePods as Map<string, Map<string, PodEntry>>;
+    let pods = all.get(namespace);
+    const prev = pods?.get(name);
+    if (prev?.ip !== undefined) {
+      removeFromIndex(this.#nodePodsByIp, prev.ip, prev);
+      this.#dirtyIps.add(prev.ip);
+    }
+    if (entry === undefined) {
+      pods?.delete(name);
+      if (pods?.size === 0) all.delete(namespace);
+    } else {
+      if (pods === undefined) {
+        pods = new Map();
+        all.set(namespace, pods);
+      }
+      pods.set(name, entry);
+      if (entry.ip !== undefined) {
+        addToIndex(this.#nodePodsByIp, entry.ip, entry);
+        this.#dirtyIps.add(entry.ip);
+      }
+    }
+    this.#dirtyNamespaces.add(namespace);
   }
 
   /** Adds or replaces one resource (only Services and Pods matter). */
@@ -234,7 +311,7 @@ export class EndpointsIndex {
       pods?.delete(name);
     }
     if (pod !== undefined) {
-      const entry: PodEntry = { info: podInfo(pod), ip: canonicalIp(pod.status?.podIP) };
+      const entry = podEntry(pod);
       if (pods === undefined) {
         pods = new Map();
         this.#pods.set(namespace, pods);
@@ -361,11 +438,12 @@ export class EndpointsIndex {
     const services = this.#servicesByIp.get(t.ip);
     const svc = services === undefined ? undefined : first(services);
     if (svc !== undefined) return this.#computeService(svc.metadata.namespace, svc.metadata.name, t.port);
-    const pods = this.#podsByIp.get(t.ip);
     const endpoints = new Map<string, Endpoint>();
-    if (pods === undefined || pods.size === 0) return { exists: false, endpoints, namespace: undefined };
+    // A pod the manifests dropped answers at its address while the node still runs it.
+    const pods = [...(this.#podsByIp.get(t.ip) ?? this.#nodePodsByIp.get(t.ip) ?? [])].filter((p) => p.readiness !== 'terminal');
+    if (pods.length === 0) return { exists: false, endpoints, namespace: undefined };
     // Two pods with one IP is a transient state (one is going away): take the first by name.
-    const pod = [...pods].sort((a, b) => (podName(a) < podName(b) ? -1 : podName(a) > podName(b) ? 1 : 0))[0] as PodEntry;
+    const pod = pods.sort((a, b) => (podName(a) < podName(b) ? -1 : podName(a) > podName(b) ? 1 : 0))[0] as PodEntry;
     endpoints.set(addrKey(t.ip, t.port), this.#endpoint(pod, t.ip, t.port));
     return { exists: true, endpoints, namespace: undefined };
   }
@@ -380,8 +458,11 @@ export class EndpointsIndex {
     const selector = svc.spec.selector;
     // A Service without a selector has no managed endpoints (an empty selector counts as none).
     if (selector === undefined || Object.keys(selector).length === 0) return { exists: true, endpoints, namespace };
-    for (const pod of this.#pods.get(namespace)?.values() ?? []) {
+    const notReadyToo = svc.spec.publishNotReadyAddresses === true;
+    const pods = this.#nodePods === undefined ? this.#pods : this.#nodePods;
+    for (const pod of pods.get(namespace)?.values() ?? []) {
       if (pod.ip === undefined || !labelsMatch(selector, pod.info.labels)) continue;
+      if (pod.readiness === 'terminal' || (pod.readiness === 'not-ready' && !notReadyToo)) continue;
       // A named target port resolves per pod; pods that do not declare the name are skipped.
       const resolved = typeof targetPort === 'number' ? targetPort : pod.info.namedPorts.get(targetPort)?.[0];
       if (resolved === undefined) continue;

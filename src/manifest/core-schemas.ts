@@ -56,7 +56,11 @@ export const podSpec = z
   });
 
 /** `status` of a Pod, as far as ward cares. */
-export const podStatus = z.object({ podIP: optString });
+export const podStatus = z.object({
+  podIP: optString,
+  phase: optString,
+  conditions: z.array(z.object({ type: z.string(), status: z.string() })).optional(),
+});
 
 /** A pod template (`metadata` labels/annotations and `spec`). */
 export const podTemplate = z.object({
@@ -76,6 +80,7 @@ export const serviceSpec = z
   .object({
     selector: stringMap.optional(),
     clusterIP: optString,
+    publishNotReadyAddresses: z.boolean().optional(),
     ports: z.array(z.object({ name: optString, port: portNumber, targetPort: intOrString.optional(), protocol: optString })).default([]),
   })
   .prefault({});

@@ -310,7 +310,7 @@ status:
           },
         ],
       },
-      status: { podIP: '10.0.0.5' },
+      status: { podIP: '10.0.0.5', phase: 'Running' },
     });
   });
 

@@ -261,7 +261,14 @@ export interface PodSpec {
 
 /** core/v1 Pod. Workload kinds are expanded into these (see `expandWorkloads`). */
 export type Pod = Typed<'Pod', PodSpec> & {
-  readonly status?: { readonly podIP?: string | undefined } | undefined;
+  /** As the kubelet reports it; the endpoints index reads `phase` and the `Ready` condition. */
+  readonly status?:
+    | {
+        readonly podIP?: string | undefined;
+        readonly phase?: string | undefined;
+        readonly conditions?: readonly { readonly type: string; readonly status: string }[] | undefined;
+      }
+    | undefined;
   /** For pods built from a workload: `kind/name` of the workload, e.g. `Deployment/web`. */
   readonly owner?: string | undefined;
 };
@@ -278,6 +285,8 @@ export type Service = Typed<
   {
     readonly selector?: Readonly<Record<string, string>> | undefined;
     readonly clusterIP?: string | undefined;
+    /** Endpoints include pods that are not ready (as the EndpointSlice controller does). */
+    readonly publishNotReadyAddresses?: boolean | undefined;
     readonly ports: readonly {
       readonly name?: string | undefined;
       readonly port: number;
