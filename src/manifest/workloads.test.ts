@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { decodeResource } from './decode.js';
 import { parseManifestText } from './load.js';
-import type { Resource } from './types.js';
-import { expandWorkloads } from './workloads.js';
+import type { Resource, Workload } from './types.js';
+import { expandWorkloads, podTemplateHash } from './workloads.js';
 
 function resources(text: string): Resource[] {
   return parseManifestText(text, 'w.yaml').documents.flatMap((doc) => {
@@ -88,5 +88,54 @@ spec:
       pods.map((p) => [p.metadata.name, p.metadata.labels, p.owner]),
       [['nightly-0', { job: 'nightly' }, 'CronJob/nightly']],
     );
+  });
+});
+
+describe('expandWorkloads with template-hash names', () => {
+  const deployment = (annotation: string, replicas = 2) =>
+    resources(
+      workload('apps/v1', 'Deployment', 'web', `  replicas: ${replicas}\n`).replace('default-inbound-policy: deny', `default-inbound-policy: ${annotation}`),
+    );
+
+  it('names pods <workload>-<hash>-<i> and labels Deployment pods with the hash', () => {
+    const [w] = deployment('deny');
+    const hash = podTemplateHash(w as Workload);
+    assert.match(hash, /^[bcdfghjklmnpqrstvwxz2456789]{1,10}$/);
+    const pods = expandWorkloads(deployment('deny'), { podNames: 'template-hash' });
+    assert.deepEqual(
+      pods.map((p) => [p.metadata.name, p.metadata.labels, p.owner]),
+      [
+        [`web-${hash}-0`, { app: 'web', 'pod-template-hash': hash }, 'Deployment/web'],
+        [`web-${hash}-1`, { app: 'web', 'pod-template-hash': hash }, 'Deployment/web'],
+      ],
+    );
+    const [db] = expandWorkloads(resources(workload('apps/v1', 'StatefulSet', 'db')), { podNames: 'template-hash' });
+    assert.match(db?.metadata.name ?? '', /^db-[bcdfghjklmnpqrstvwxz2456789]+-0$/);
+    assert.deepEqual(db?.metadata.labels, { app: 'db' }, 'only Deployment pods carry pod-template-hash');
+  });
+
+  it('gives a changed template new pod names, and an equal one the same names', () => {
+    const names = (rs: Resource[]) => expandWorkloads(rs, { podNames: 'template-hash' }).map((p) => p.metadata.name);
+    assert.deepEqual(names(deployment('deny')), names(deployment('deny')));
+    // An annotation edit is a new template: new pods, none of the old names.
+    const edited = names(deployment('all-unauthenticated'));
+    for (const n of names(deployment('deny'))) assert.ok(!edited.includes(n), `${n} survived the template change`);
+    // Replicas are not part of the template: scaling keeps the names of the pods that stay.
+    assert.deepEqual(names(deployment('deny', 3)).slice(0, 2), names(deployment('deny', 2)));
+    // Key order in the manifest is not content.
+    const reordered = resources(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: 2
+  template:
+    spec:
+      containers: [{ports: [{containerPort: 8080, name: http}], name: main}]
+      serviceAccountName: web
+    metadata:
+      annotations: {config.linkerd.io/default-inbound-policy: deny}
+      labels: {app: web}
+`);
+    assert.deepEqual(names(reordered), names(deployment('deny')));
   });
 });

@@ -388,6 +388,40 @@ describe('DirectorySource', () => {
     assert.equal(h.policy('web-1')?.meta.name, 'deny');
   });
 
+  it('names pods after their template with template-hash names: a template edit makes new pods and deletes the old', async () => {
+    const annotated = (policy: string) =>
+      DEPLOYMENT({ replicas: 2 }).replace(
+        'metadata: {labels: {"app":"web"}}',
+        `metadata: {labels: {app: web}, annotations: {config.linkerd.io/default-inbound-policy: ${policy}}}`,
+      );
+    const h = await startSource({ 'ns.yaml': NAMESPACE(), 'web.yaml': annotated('deny') }, { podNames: 'template-hash' });
+    const pods = () =>
+      h.index
+        .pods()
+        .map((p) => p.name)
+        .sort();
+    const before = pods();
+    assert.equal(before.length, 2);
+    assert.match(before[0] ?? '', /^web-[a-z0-9]+-0$/);
+    assert.equal(before[1], (before[0] ?? '').replace(/-0$/, '-1'));
+    for (const p of before) assert.equal(h.policy(p)?.meta.name, 'deny');
+
+    // The same template written again keeps the pods.
+    const same = h.nextBatch('web.yaml');
+    write(h.dir, 'web.yaml', `# rewritten\n${annotated('deny')}`);
+    await same;
+    assert.deepEqual(pods(), before);
+
+    write(h.dir, 'web.yaml', annotated('all-authenticated'));
+    await waitFor(() => !pods().includes(before[0] ?? ''), 5000, 'the old pods to go');
+    const after = pods();
+    assert.equal(after.length, 2);
+    for (const p of after) {
+      assert.ok(!before.includes(p), `${p} is a new pod`);
+      assert.equal(h.policy(p)?.meta.name, 'all-authenticated');
+    }
+  });
+
   it('debounces a burst of writes into few batches', async () => {
     const h = await startSource({ 'ns.yaml': NAMESPACE(), 'web.yaml': DEPLOYMENT(), 'policy.yaml': AUTHZ('a0') }, { debounceMs: 50 });
     const before = h.changes.length;

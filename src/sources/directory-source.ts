@@ -22,7 +22,9 @@
  * - One object defined by several files: the last file in sorted path order wins (POL006), and
  *   deleting that file brings back the other definition.
  * - A pod keeps the injection it got when it was created (namespace annotations copied then)
- *   until its own definition (the Pod, or its workload's template) changes.
+ *   until its own definition (the Pod, or its workload's template) changes. With
+ *   `podNames: 'template-hash'` a template change is new pods under new names, and the old
+ *   pods are deleted.
  * - Nothing thrown by the file system escapes: watcher failures restart the watcher with
  *   backoff, a periodic fingerprint rescan heals missed events, and a vanished DIR keeps the
  *   loaded state until it comes back.
@@ -125,6 +127,13 @@ export interface DirectorySourceOptions {
   readonly maxFileBytes?: number;
   /** Called after each batch that read or removed files (and after the initial load). */
   readonly onChange?: (summary: ChangeSummary) => void;
+  /**
+   * How workloads' pods are named (default `ordinal`: `<workload>-<i>`). `template-hash` names
+   * them `<workload>-<hash>-<i>` after their template, as a cluster does: a template edit then
+   * makes new pods and the old ones go, rather than changing the pods in place (`ward up`, whose
+   * runtime rolls from the old pods to the new).
+   */
+  readonly podNames?: 'ordinal' | 'template-hash';
 }
 
 /** How long a file that turned empty is given to get its new content before it counts as emptied. */
@@ -258,6 +267,7 @@ export class DirectorySource {
   readonly #useWatch: boolean;
   readonly #maxFileBytes: number;
   readonly #onChange: ((summary: ChangeSummary) => void) | undefined;
+  readonly #podNames: 'ordinal' | 'template-hash';
 
   readonly #files = new Map<string, FileState>();
   /** Cross-file POL006 diagnostics, by the file whose definition lost. */
@@ -306,6 +316,7 @@ export class DirectorySource {
     this.#useWatch = opts.watch ?? true;
     this.#maxFileBytes = opts.maxFileBytes ?? 8 * 1024 * 1024;
     this.#onChange = opts.onChange;
+    this.#podNames = opts.podNames ?? 'ordinal';
   }
 
   /** The watched directory (absolute). */
@@ -1026,7 +1037,7 @@ export class DirectorySource {
     for (const w of workloads) {
       let pods = this.#expanded.get(w);
       if (pods === undefined) {
-        pods = expandWorkloads([w]);
+        pods = expandWorkloads([w], { podNames: this.#podNames });
         this.#expanded.set(w, pods);
       }
       for (const p of pods) written.set(resourceKeyString(resourceKeyOf(p)), p);
