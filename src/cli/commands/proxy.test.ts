@@ -4,7 +4,7 @@
  * down cleanly (exit 0) when told to.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -110,7 +110,34 @@ describe('ward proxy flags', () => {
     }
     const missing = await run(['proxy', '--workload', 'demo/x']);
     assert.equal(missing.status, 2);
-    assert.match(missing.stderr, /required option '--trust-anchors <file>' not specified/);
+    assert.match(missing.stderr, /required option '--token-file <file>' not specified/);
+    const noAnchors = await run(base().filter((a, i, all) => a !== '--trust-anchors' && all[i - 1] !== '--trust-anchors'));
+    assert.equal(noAnchors.status, 2);
+    assert.match(noAnchors.stderr, /no trust anchors: give --trust-anchors FILE or set LINKERD2_PROXY_IDENTITY_TRUST_ANCHORS to the PEM/);
+  });
+
+  it('reads the trust anchors from LINKERD2_PROXY_IDENTITY_TRUST_ANCHORS without --trust-anchors (as injected pods get them)', async () => {
+    const withoutFlag = base().filter((a, i, all) => a !== '--trust-anchors' && all[i - 1] !== '--trust-anchors');
+    const saved = process.env.LINKERD2_PROXY_IDENTITY_TRUST_ANCHORS;
+    try {
+      process.env.LINKERD2_PROXY_IDENTITY_TRUST_ANCHORS = 'not a certificate';
+      const bad = await run(withoutFlag);
+      assert.equal(bad.status, 2);
+      assert.match(bad.stderr, /\$LINKERD2_PROXY_IDENTITY_TRUST_ANCHORS: trust anchors:/);
+
+      process.env.LINKERD2_PROXY_IDENTITY_TRUST_ANCHORS = readFileSync(anchors, 'utf8');
+      const stop = new AbortController();
+      const io = bufferIo();
+      const running = main(withoutFlag, io, stop.signal);
+      const deadline = Date.now() + 10_000;
+      while (!/^ward proxy ready: /m.test(io.stderr) && Date.now() < deadline && !/error/.test(io.stderr)) await new Promise((r) => setTimeout(r, 10));
+      assert.match(io.stderr, /^ward proxy ready: identity default\.demo\.serviceaccount/m);
+      stop.abort();
+      assert.equal(await running, 0);
+    } finally {
+      if (saved === undefined) delete process.env.LINKERD2_PROXY_IDENTITY_TRUST_ANCHORS;
+      else process.env.LINKERD2_PROXY_IDENTITY_TRUST_ANCHORS = saved;
+    }
   });
 
   it('keeps retrying an unreachable controller: listens, prints its ready line, /ready 503, exits 0 on stop', async () => {

@@ -57,7 +57,8 @@ export interface ProxyFlags {
   readonly serviceAccount: string;
   readonly trustDomain?: string;
   readonly controlPlaneNamespace?: string;
-  readonly trustAnchors: string;
+  /** A PEM file; default: the PEM in the environment variable `TRUST_ANCHORS_ENV` (as injected pods get it). */
+  readonly trustAnchors?: string;
   readonly tokenFile: string;
   readonly identityAddr: string;
   readonly policyAddr: string;
@@ -96,6 +97,8 @@ const INBOUND_SYNTAX = 'POD_PORT[@LISTEN_PORT]=APPHOST:APPPORT (e.g. 8080=127.0.
 const collect = (value: string, previous: string[]) => [...previous, value];
 /** The upstream outbound port. */
 const OUTBOUND_PORT = 4140;
+/** Where an injected pod's proxy finds the trust anchors (PEM, inline), as Linkerd's proxy does. */
+export const TRUST_ANCHORS_ENV = 'LINKERD2_PROXY_IDENTITY_TRUST_ANCHORS';
 
 /** Parses `--inbound POD_PORT[@LISTEN_PORT]=APPHOST:APPPORT`; throws `UsageError`. */
 export function parseInboundFlag(text: string): InboundFlag {
@@ -166,6 +169,12 @@ function readFlagFile(path: string, flag: string): string {
   }
 }
 
+function trustAnchorsFromEnv(): string {
+  const pem = process.env[TRUST_ANCHORS_ENV];
+  if (pem === undefined || pem.trim() === '') throw new UsageError(`no trust anchors: give --trust-anchors FILE or set ${TRUST_ANCHORS_ENV} to the PEM`);
+  return pem;
+}
+
 const DURATION_UNITS_MS: Readonly<Record<string, number>> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
 /** Timers cannot wait longer (about 24.8 days). */
 const MAX_TIMER_MS = 0x7fff_ffff;
@@ -213,7 +222,7 @@ export function registerProxyCommand(program: Command, io: CliIo, result: { stat
     .option('--service-account <name>', "the pod's ServiceAccount (its mesh identity)", 'default')
     .option('--trust-domain <domain>', 'identity trust domain (default cluster.local)')
     .option('--control-plane-namespace <ns>', 'control-plane namespace used in identities (default linkerd)')
-    .requiredOption('--trust-anchors <file>', 'trust anchors (PEM), e.g. ca.crt from `ward identity init`')
+    .option('--trust-anchors <file>', `trust anchors (PEM), e.g. ca.crt from \`ward identity init\` (default: the PEM in $${TRUST_ANCHORS_ENV})`)
     .requiredOption('--token-file <file>', 'ServiceAccount token (from `ward identity token`), read again for every certificate request')
     .requiredOption('--identity-addr <host:port>', "the controller's identity API")
     .requiredOption('--policy-addr <host:port>', "the controller's inbound policy API")
@@ -291,7 +300,7 @@ export async function runProxy(flags: ProxyFlags, io: CliIo, signals: AbortSigna
   const localhostNetworks = flags.localhostNetworks === undefined ? undefined : networks(flags.localhostNetworks, '', '--localhost-networks');
   if (localhostNetworks !== undefined && localhostNetworks.length === 0) throw new UsageError('--localhost-networks: give at least one CIDR');
   const tuning = parseTuningFlags(flags);
-  const trustAnchorsPem = readFlagFile(flags.trustAnchors, '--trust-anchors');
+  const trustAnchorsPem = flags.trustAnchors !== undefined ? readFlagFile(flags.trustAnchors, '--trust-anchors') : trustAnchorsFromEnv();
   readFlagFile(flags.tokenFile, '--token-file');
 
   const logger = createLogger({ name: 'proxy', level: (flags.logLevel as (typeof LEVELS)[number] | undefined) ?? 'info' });
@@ -323,7 +332,8 @@ export async function runProxy(flags: ProxyFlags, io: CliIo, signals: AbortSigna
     logger.flush();
     const red = palette(io.color).red('error');
     if (hasCode(e, 'ERR_IDENTITY_ANCHORS')) {
-      io.err(`${red}: --trust-anchors ${flags.trustAnchors}: ${(e as Error).message}\n`);
+      const source = flags.trustAnchors !== undefined ? `--trust-anchors ${flags.trustAnchors}` : `$${TRUST_ANCHORS_ENV}`;
+      io.err(`${red}: ${source}: ${(e as Error).message}\n`);
       return EXIT.usage;
     }
     if (hasCode(e, 'ERR_ORIGINAL_DST_ADDON')) {
