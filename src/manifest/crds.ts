@@ -172,12 +172,12 @@ export const CRD_KINDS: readonly CrdKind[] = [
 ];
 
 /** A CustomResourceDefinition object (`apiextensions.k8s.io/v1`). */
-export interface CustomResourceDefinition {
+export type CustomResourceDefinition = {
   readonly apiVersion: 'apiextensions.k8s.io/v1';
   readonly kind: 'CustomResourceDefinition';
   readonly metadata: { readonly name: string; readonly labels: Readonly<Record<string, string>>; readonly annotations?: Readonly<Record<string, string>> };
   readonly spec: JsonSchema;
-}
+};
 
 /** Options of {@link customResourceDefinitions}. */
 export interface CrdOptions {
