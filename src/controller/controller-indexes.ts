@@ -44,6 +44,7 @@ export async function startIndexes(opts: ControllerOptions, registry: Registry, 
     logger: log,
     debounceMs: opts.debounceMs ?? 20,
     ...(opts.rescanIntervalMs !== undefined ? { rescanIntervalMs: opts.rescanIntervalMs } : {}),
+    ...(opts.podNames !== undefined ? { podNames: opts.podNames } : {}),
     onChange: (s) => {
       if (s.applied + s.deleted > 0)
         log.info({ applied: s.applied, deleted: s.deleted, files: s.files.length, ms: Date.now() - s.startedAtMs }, 'manifests applied');

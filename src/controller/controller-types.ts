@@ -57,6 +57,11 @@ export interface ControllerOptions {
    * pods without one are asked.
    */
   readonly replacePodAddresses?: boolean;
+  /**
+   * How workloads' pods are named (the directory source's `podNames`; default `ordinal`). Local
+   * mode uses `template-hash`: a template edit makes new pods, as in a cluster.
+   */
+  readonly podNames?: 'ordinal' | 'template-hash';
 }
 
 /** A running controller. */

@@ -71,6 +71,8 @@ export async function startLocalController(opts: LocalMeshOptions, at: LocalCont
       // Every pod gets a local address, whatever status.podIP its manifest carries (kubectl get -o yaml writes one).
       podAddress: (namespace, name) => at.allocator.addressOf(namespace, name),
       replacePodAddresses: true,
+      // A template edit makes new pods, which the runtime rolls to (see MeshPods).
+      podNames: 'template-hash',
     });
   } catch (e) {
     logger.flush();

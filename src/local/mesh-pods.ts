@@ -2,6 +2,16 @@
  * The pods of a local mesh, kept in line with the manifests directory: the controller's index says
  * which pods exist (meshed or not); a pod whose definition changed is stopped and started again,
  * a removed one stopped. Changes run one at a time (the periodic reconcile and `ward restart`).
+ *
+ * As a kubelet does, the mesh tells the controller which pods run and whether they are ready
+ * (`EndpointsIndex.reportPod`): Destination answers a Service with its ready pods only. A pod is
+ * taken out of the answers before it is stopped.
+ *
+ * A workload's pods are named after its template, so a template edit makes new pods (see the
+ * directory source's `podNames`). The mesh then rolls, as a Deployment does: the new pods start,
+ * the old pods that were ready keep running (and serving) until every pod of the workload's new
+ * template is ready, then they stop. Old pods that were not ready stop at once; a new template
+ * whose pods never get ready leaves the old pods running, as a stalled rollout does.
  */
 import type { ClusterConfig, Pod, RunningController } from '../controller/index.js';
 import { serviceAccountIdentity } from '../core/index.js';
@@ -48,6 +58,8 @@ export class MeshPods {
   readonly denials = new DenialLog(100);
   readonly #o: MeshPodsOptions;
   readonly #pods = new Map<string, PodEntry>();
+  /** Old pods of a rollout: no longer defined, running until their workload's new pods are ready. */
+  readonly #retiring = new Map<string, PodEntry>();
   /** Pods started before in this run (their logs are appended to, not truncated). */
   readonly #seen = new Set<string>();
   #stopped = false;
@@ -81,7 +93,7 @@ export class MeshPods {
   }
 
   status(): LocalStatus {
-    const list = [...this.#pods.values()].sort((a, b) => (a.key < b.key ? -1 : 1));
+    const list = [...this.#pods.values(), ...this.#retiring.values()].sort((a, b) => (a.key < b.key ? -1 : 1));
     return {
       pods: list.map((e) => {
         if (e.pod !== undefined) return e.pod.status();
@@ -108,7 +120,7 @@ export class MeshPods {
   }
 
   logs(namespace: string, name: string, container: string): LogSource | { notFound: string } {
-    const e = this.#pods.get(`${namespace}/${name}`);
+    const e = this.#pods.get(`${namespace}/${name}`) ?? this.#retiring.get(`${namespace}/${name}`);
     if (e === undefined) return { notFound: `no pod ${namespace}/${name} in this mesh` };
     if (e.pod === undefined) return { notFound: `pod ${namespace}/${name} did not start: ${(e.problems ?? []).join('; ')}` };
     const p = e.pod;
@@ -135,7 +147,7 @@ export class MeshPods {
       this.#pods.delete(key);
       if (entry.pod !== undefined) {
         this.#o.emit({ kind: 'pod-stopped', pod: key, why: 'restart requested' });
-        await entry.pod.stop();
+        await this.#stopPod(entry.pod);
       }
       const w = this.#desired().get(key);
       if (w !== undefined && !this.#stopped) this.#pods.set(key, this.#startPod(key, w.pod, w.meshed, entry.pod));
@@ -146,7 +158,7 @@ export class MeshPods {
 
   /** SIGKILLs every pod's processes at once. */
   killAll(): void {
-    for (const e of this.#pods.values()) e.pod?.killNow();
+    for (const e of [...this.#pods.values(), ...this.#retiring.values()]) e.pod?.killNow();
   }
 
   /** After a failed start (pods killed): ends the pods' log followers and closes their logs. */
@@ -166,7 +178,24 @@ export class MeshPods {
   }
 
   #running(): LocalPod[] {
-    return [...this.#pods.values()].flatMap((e) => (e.pod !== undefined ? [e.pod] : []));
+    return [...this.#pods.values(), ...this.#retiring.values()].flatMap((e) => (e.pod !== undefined ? [e.pod] : []));
+  }
+
+  /** True while `pod` is one of the mesh's (not stopping). */
+  #isCurrent(pod: LocalPod): boolean {
+    return this.#pods.get(pod.key)?.pod === pod || this.#retiring.get(pod.key)?.pod === pod;
+  }
+
+  /** Takes the pod out of Destination's answers, then stops it (callers have removed it from the maps). */
+  async #stopPod(pod: LocalPod): Promise<void> {
+    this.#o.controller.endpoints.forgetPod(pod.plan.namespace, pod.plan.name);
+    await pod.stop();
+  }
+
+  /** Tells the controller that `pod` runs, ready or not (with the address it runs on). */
+  #reportPod(pod: LocalPod, ready: boolean): void {
+    const p = pod.plan.pod;
+    this.#o.controller.endpoints.reportPod({ ...p, status: { ...p.status, podIP: pod.plan.ip } }, ready);
   }
 
   #serial<T>(fn: () => Promise<T>): Promise<T> {
@@ -185,7 +214,14 @@ export class MeshPods {
       report: (text) => this.#o.emit({ kind: 'report', text }),
       onReadyChange: (pod, ready) => {
         this.#o.emit({ kind: 'pod-ready', pod: pod.key, ready });
-        if (ready) this.#o.onPodReady();
+        // A stopping pod is out of the answers already (and a recreated one may use its name).
+        if (!this.#isCurrent(pod)) return;
+        this.#reportPod(pod, ready);
+        if (ready) {
+          this.#o.onPodReady();
+          // A rollout waits for this pod.
+          if (this.#retiring.size > 0) void this.reconcile();
+        }
       },
       truncateLogs: !this.#seen.has(key),
     };
@@ -226,6 +262,8 @@ export class MeshPods {
       // Before it starts, so that a follower misses none of its lines.
       previous?.handOverLogs(local, 'pod recreated');
       previous = undefined;
+      // The controller hears of the pod before its proxy asks anything: running, not ready.
+      this.#reportPod(local, false);
       local.start();
     } catch (e) {
       if (local !== undefined) {
@@ -253,12 +291,15 @@ export class MeshPods {
       const w = want.get(key);
       if (w !== undefined && fingerprintOf(w.pod, w.meshed) === entry.fingerprint) continue;
       pods.delete(key);
-      if (entry.pod !== undefined) {
-        this.#o.emit({ kind: 'pod-stopped', pod: key, why: w === undefined ? 'removed from the manifests' : 'its definition changed; restarting it' });
-        stops.push(entry.pod.stop());
-        if (w === undefined) removed.push(entry.pod);
-        else replaced.set(key, entry.pod);
+      if (entry.pod === undefined) continue;
+      if (w === undefined && entry.pod.ready && this.#hasSuccessors(entry, want)) {
+        this.#retiring.set(key, entry);
+        continue;
       }
+      this.#o.emit({ kind: 'pod-stopped', pod: key, why: w === undefined ? 'removed from the manifests' : 'its definition changed; restarting it' });
+      stops.push(this.#stopPod(entry.pod));
+      if (w === undefined) removed.push(entry.pod);
+      else replaced.set(key, entry.pod);
     }
     await Promise.all(stops);
     for (const p of removed) p.handOverLogs(undefined, 'pod removed from the manifests');
@@ -266,6 +307,48 @@ export class MeshPods {
       for (const p of replaced.values()) p.handOverLogs(undefined, 'ward up is stopping');
       return;
     }
-    for (const [key, w] of want) if (!pods.has(key)) pods.set(key, this.#startPod(key, w.pod, w.meshed, replaced.get(key)));
+    for (const [key, w] of want) {
+      if (pods.has(key)) continue;
+      // A template edited back while its old pods still run: they are its pods again.
+      const old = this.#retiring.get(key);
+      this.#retiring.delete(key);
+      if (old !== undefined && old.fingerprint === fingerprintOf(w.pod, w.meshed)) pods.set(key, old);
+      else if (old?.pod !== undefined) {
+        this.#o.emit({ kind: 'pod-stopped', pod: key, why: 'its definition changed; restarting it' });
+        await this.#stopPod(old.pod);
+        pods.set(key, this.#startPod(key, w.pod, w.meshed, old.pod));
+      } else pods.set(key, this.#startPod(key, w.pod, w.meshed, replaced.get(key)));
+    }
+    await this.#retire();
+  }
+
+  /** True when DIR defines other pods of `entry`'s workload (a rollout, not a removal). */
+  #hasSuccessors(entry: PodEntry, want: ReadonlyMap<string, { pod: Pod }>): boolean {
+    if (entry.owner === undefined) return false;
+    const ns = entry.key.slice(0, entry.key.indexOf('/'));
+    for (const { pod } of want.values()) if (pod.owner === entry.owner && pod.metadata.namespace === ns) return true;
+    return false;
+  }
+
+  /** Stops the old pods of rollouts whose new pods are all ready (or whose workload has none left). */
+  async #retire(): Promise<void> {
+    const done: PodEntry[] = [];
+    for (const entry of this.#retiring.values()) {
+      const ns = entry.key.slice(0, entry.key.indexOf('/'));
+      const successors = [...this.#pods.values()].filter((e) => e.owner === entry.owner && e.key.startsWith(`${ns}/`));
+      if (successors.length > 0 && !successors.every((e) => e.pod?.ready === true)) continue;
+      done.push(entry);
+    }
+    for (const e of done) {
+      this.#retiring.delete(e.key);
+      this.#o.emit({ kind: 'pod-stopped', pod: e.key, why: `replaced by the new pods of ${e.owner ?? 'its workload'}` });
+    }
+    await Promise.all(
+      done.map(async (e) => {
+        if (e.pod === undefined) return;
+        await this.#stopPod(e.pod);
+        e.pod.handOverLogs(undefined, 'pod replaced by a new pod of its workload');
+      }),
+    );
   }
 }

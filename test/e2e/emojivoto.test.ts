@@ -109,6 +109,7 @@ spec:
 interface PodJson {
   namespace: string;
   name: string;
+  owner: string | null;
   ip: string;
   ready: boolean;
   adminAddress: string | null;
@@ -204,7 +205,18 @@ async function totalVotes(webIp: string): Promise<number> {
 /** What a stopped mesh must not leave: processes naming the copy, the state dir or a pod address of this test. */
 const leftovers = () => processesMentioning([dir, state, IP_PREFIX]);
 
-const EMOJIVOTO_PODS = ['bad/vote-bot-0', 'emojivoto/emoji-0', 'emojivoto/vote-bot-0', 'emojivoto/voting-0', 'emojivoto/web-0'];
+/** The Deployments whose pods must become ready, as `NS/NAME`. */
+const EMOJIVOTO_WORKLOADS = ['bad/vote-bot', 'emojivoto/emoji', 'emojivoto/vote-bot', 'emojivoto/voting', 'emojivoto/web'];
+
+/** `NS/DEPLOYMENT` of a pod. */
+const workloadOf = (p: PodJson) => `${p.namespace}/${(p.owner ?? '').replace(/^Deployment\//, '')}`;
+/** `NS/DEPLOYMENT` -> the name of its pod, as the mesh named it (`DEPLOYMENT-<pod-template-hash>-0`). */
+const podNames = new Map<string, string>();
+function podOf(workload: string): string {
+  const name = podNames.get(workload);
+  assert.ok(name !== undefined, `a pod of ${workload} is listed`);
+  return name;
+}
 
 describe('ward up examples/emojivoto', { timeout: 120_000 }, () => {
   before(async () => {
@@ -236,8 +248,10 @@ describe('ward up examples/emojivoto', { timeout: 120_000 }, () => {
     await waitFor(
       `the emojivoto pods to be ready (ward up: ${up?.stdout() ?? ''}${up?.stderr() ?? ''})`,
       async () => {
-        const ready = (await status()).pods.filter((p) => p.ready).map((p) => `${p.namespace}/${p.name}`);
-        return EMOJIVOTO_PODS.every((p) => ready.includes(p)) ? true : undefined;
+        const pods = (await status()).pods;
+        for (const p of pods) podNames.set(workloadOf(p), p.name);
+        const ready = pods.filter((p) => p.ready).map(workloadOf);
+        return EMOJIVOTO_WORKLOADS.every((w) => ready.includes(w)) ? true : undefined;
       },
       60_000,
       250,
@@ -245,21 +259,22 @@ describe('ward up examples/emojivoto', { timeout: 120_000 }, () => {
     console.log(`# all emojivoto pods ready ${Date.now() - t0} ms after mesh.json`);
     const s = wardStatus();
     assert.deepEqual(
-      s.pods.map((p) => [`${p.namespace}/${p.name}`, p.ip.startsWith(IP_PREFIX), p.ready, p.identity]),
+      // Each Deployment's pod is named after its template, as in a cluster.
+      s.pods.map((p) => [workloadOf(p), /^[a-z-]+-[bcdfghjklmnpqrstvwxz2456789]+-0$/.test(p.name), p.ip.startsWith(IP_PREFIX), p.ready, p.identity]),
       [
-        ['bad/vote-bot-0', true, true, idOf('bad', 'vote-bot')],
-        ['emojivoto/emoji-0', true, true, idOf('emojivoto', 'emoji')],
-        ['emojivoto/probe-demo-0', true, false, idOf('emojivoto', 'probe-demo')],
-        ['emojivoto/vote-bot-0', true, true, idOf('emojivoto', 'vote-bot')],
-        ['emojivoto/voting-0', true, true, idOf('emojivoto', 'voting')],
-        ['emojivoto/web-0', true, true, idOf('emojivoto', 'web')],
+        ['bad/vote-bot', true, true, true, idOf('bad', 'vote-bot')],
+        ['emojivoto/emoji', true, true, true, idOf('emojivoto', 'emoji')],
+        ['emojivoto/probe-demo', true, true, false, idOf('emojivoto', 'probe-demo')],
+        ['emojivoto/vote-bot', true, true, true, idOf('emojivoto', 'vote-bot')],
+        ['emojivoto/voting', true, true, true, idOf('emojivoto', 'voting')],
+        ['emojivoto/web', true, true, true, idOf('emojivoto', 'web')],
       ],
     );
     // The deny default at work: no Server covers voting's metrics port, so even the host is refused.
-    const voting = s.pods.find((p) => p.name === 'voting-0');
+    const voting = s.pods.find((p) => p.name === podOf('emojivoto/voting'));
     assert.ok(voting);
     assert.equal((await fetch(`http://${voting.ip}:8801/metrics`, { signal: AbortSignal.timeout(5000) })).status, 403);
-    const d = wardStatus().denials.filter((x) => x.namespace === 'emojivoto' && x.pod === 'voting-0');
+    const d = wardStatus().denials.filter((x) => x.namespace === 'emojivoto' && x.pod === podOf('emojivoto/voting'));
     assert.ok(
       d.some((x) => x.port === 8801 && x.server === 'default/deny' && x.client === '127.0.0.1' && x.path === '/metrics'),
       JSON.stringify(d),
@@ -267,7 +282,7 @@ describe('ward up examples/emojivoto', { timeout: 120_000 }, () => {
   });
 
   it('probe-demo stays unready through several probe periods, its probes denied (403 to 127.19.0.1, listed by ward status)', async () => {
-    const demo = await pod('emojivoto', 'probe-demo-0');
+    const demo = await pod('emojivoto', podOf('emojivoto/probe-demo'));
     assert.deepEqual(
       demo.containers.map((c) => [c.name, c.state]),
       [['app', 'running']],
@@ -282,16 +297,16 @@ describe('ward up examples/emojivoto', { timeout: 120_000 }, () => {
     const before = await denied();
     // The probe period is 1 s scaled by 0.5: at least three more probes within 5 s.
     await waitFor('three more denied probes', async () => ((await denied()) >= before + 3 ? true : undefined), 5000, 100);
-    const after = await pod('emojivoto', 'probe-demo-0');
+    const after = await pod('emojivoto', podOf('emojivoto/probe-demo'));
     assert.equal(after.ready, false);
     assert.match(after.containers[0]?.message ?? '', /^readiness probe failed: HTTP 403/);
-    const d = wardStatus().denials.filter((x) => x.namespace === 'emojivoto' && x.pod === 'probe-demo-0');
+    const d = wardStatus().denials.filter((x) => x.namespace === 'emojivoto' && x.pod === podOf('emojivoto/probe-demo'));
     assert.ok(
       d.some((x) => x.port === 8090 && x.kind === 'http403' && x.client === '127.19.0.1' && x.clientId === null && x.path === '/ready'),
       JSON.stringify(d),
     );
     // The other pods are still ready.
-    const others = (await status()).pods.filter((p) => EMOJIVOTO_PODS.includes(`${p.namespace}/${p.name}`));
+    const others = (await status()).pods.filter((p) => EMOJIVOTO_WORKLOADS.includes(workloadOf(p)));
     assert.deepEqual(
       others.map((p) => p.ready),
       [true, true, true, true, true],
@@ -299,25 +314,25 @@ describe('ward up examples/emojivoto', { timeout: 120_000 }, () => {
   });
 
   it('emojivoto/vote-bot votes get through: 200s in its log, and the leaderboard grows', async () => {
-    const web = await pod('emojivoto', 'web-0');
+    const web = await pod('emojivoto', podOf('emojivoto/web'));
     const votes0 = await totalVotes(web.ip);
-    const lines = appLog('emojivoto/vote-bot-0', 5);
+    const lines = appLog(`emojivoto/${podOf('emojivoto/vote-bot')}`, 5);
     assert.equal(lines.length, 5, lines.join('\n'));
     for (const l of lines) assert.match(l, /^vote :[^ ]+: -> 200$/);
     await waitFor(`more votes than ${votes0}`, async () => ((await totalVotes(web.ip)) > votes0 ? true : undefined), 5000, 100);
   });
 
   it("bad/vote-bot gets 403; the web proxy counts the denials with bad's client_id and ward status lists them", async () => {
-    const lines = appLog('bad/vote-bot-0', 5);
+    const lines = appLog(`bad/${podOf('bad/vote-bot')}`, 5);
     assert.equal(lines.length, 5, lines.join('\n'));
     for (const l of lines) assert.match(l, /^vote :[^ ]+: -> 403 \(l5d-proxy-error: unauthorized request on route\)$/);
-    assert.doesNotMatch(appLog('bad/vote-bot-0', 100_000).join('\n'), /-> 200/, 'never admitted');
-    const web = await pod('emojivoto', 'web-0');
+    assert.doesNotMatch(appLog(`bad/${podOf('bad/vote-bot')}`, 100_000).join('\n'), /-> 200/, 'never admitted');
+    const web = await pod('emojivoto', podOf('emojivoto/web'));
     const m = await metricsOf(web.adminAddress);
     assert.ok(metricSum(m, 'inbound_http_authz_deny_total', { srv_name: 'web-http', tls: 'true', client_id: BAD_ID }) > 0, m);
     assert.equal(metricSum(m, 'inbound_http_authz_allow_total', { client_id: BAD_ID }), 0, m);
     assert.ok(metricSum(m, 'inbound_http_authz_allow_total', { srv_name: 'web-http', client_id: idOf('emojivoto', 'vote-bot') }) > 0, m);
-    const d = wardStatus().denials.filter((x) => x.pod === 'web-0');
+    const d = wardStatus().denials.filter((x) => x.pod === podOf('emojivoto/web'));
     assert.ok(
       d.some((x) => x.namespace === 'emojivoto' && x.port === 8080 && x.kind === 'http403' && x.clientId === BAD_ID),
       JSON.stringify(d),
@@ -325,7 +340,7 @@ describe('ward up examples/emojivoto', { timeout: 120_000 }, () => {
   });
 
   it('a policy file admitting bad takes effect within 2 s, and so does deleting it', async () => {
-    const web = await pod('emojivoto', 'web-0');
+    const web = await pod('emojivoto', podOf('emojivoto/web'));
     const count = async (name: string, labels: Record<string, string> = {}) =>
       metricSum(await metricsOf(web.adminAddress), name, { srv_name: 'web-http', client_id: BAD_ID, ...labels });
     const file = join(dir, 'policy', 'admit-bad.yaml');
@@ -353,8 +368,8 @@ describe('ward up examples/emojivoto', { timeout: 120_000 }, () => {
     assert.ok(admitMs < EDIT_BOUND_MS, `edit took ${admitMs} ms`);
     assert.ok(revertMs < EDIT_BOUND_MS, `revert took ${revertMs} ms`);
     // bad's bot saw the window; emojivoto's kept voting throughout.
-    assert.match(appLog('bad/vote-bot-0', 100_000).join('\n'), /-> 200$/m);
-    for (const l of appLog('emojivoto/vote-bot-0', 5)) assert.match(l, /^vote :[^ ]+: -> 200$/);
+    assert.match(appLog(`bad/${podOf('bad/vote-bot')}`, 100_000).join('\n'), /-> 200$/m);
+    for (const l of appLog(`emojivoto/${podOf('emojivoto/vote-bot')}`, 5)) assert.match(l, /^vote :[^ ]+: -> 200$/);
   });
 
   it('stops on SIGINT (exit 0 within 10 s), removing mesh.json and leaving no process', async () => {

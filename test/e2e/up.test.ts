@@ -3,12 +3,15 @@
  * processes with its own `ward proxy` on its own loopback address) on a small directory of two
  * meshed namespaces, asserted through real traffic:
  *
- * - demo (deny default): server-0 (an HTTP app behind a Server that admits only the
+ * - demo (deny default): the pod of Deployment server, named after its template as in a cluster
+ *   (`server-<pod-template-hash>-0`; an HTTP app behind a Server that admits only the
  *   `client.other` identity; probes through the proxy) and noprobe (an HTTP route that leaves its
  *   readiness probe unauthorized, so it must stay unready);
  * - other (cluster default all-unauthenticated): client and intruder, tiny relays that call the
  *   server through their proxy's outbound port (`HTTP_PROXY`) when the test asks them to, and an
- *   unmeshed pod that keeps crashing.
+ *   unmeshed pod that keeps crashing; later a Deployment echo of two pods whose readiness the
+ *   test turns off and on (Destination must follow it), and whose template it edits (a rollout:
+ *   the running pods keep their policy, new pods replace them once ready).
  *
  * The test process is "the host" (127.0.0.1), outside the cluster networks.
  */
@@ -200,6 +203,7 @@ spec:
 interface PodJson {
   namespace: string;
   name: string;
+  owner: string | null;
   ip: string;
   ready: boolean;
   restarts: number;
@@ -218,6 +222,8 @@ let state: string;
 let up: WardProcess;
 let api: string;
 let token: string;
+/** The name of the pod of Deployment demo/server (`server-<hash>-0`). */
+let serverPod = 'server-?';
 
 /** The local API's status (faster than spawning `ward status` in polling loops). */
 async function status(): Promise<StatusJson> {
@@ -257,6 +263,47 @@ function leftovers(): string[] {
 
 const SERVER_URL = 'http://server.demo.svc.cluster.local/hello';
 
+/** Answers with its pod's name; unready while `$FLAGS/unready-<pod>` or `$FLAGS/hold-<GEN>` exists. */
+const ECHO_APP = `import { createServer } from 'node:http';
+import { existsSync } from 'node:fs';
+const flags = process.env.FLAGS;
+const pod = process.env.POD_NAME;
+createServer((req, res) => {
+  if (req.url === '/ready') {
+    res.statusCode = existsSync(flags + '/unready-' + pod) || existsSync(flags + '/hold-' + process.env.GEN) ? 503 : 200;
+    return res.end();
+  }
+  res.end(JSON.stringify({ pod }));
+}).listen(8080, process.env.WARD_APP_HOST);
+`;
+
+const ECHO = (gen: string, defaultPolicy: string, flags: string) => `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: echo, namespace: other}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: echo}}
+  template:
+    metadata:
+      labels: {app: echo}
+      annotations: {config.linkerd.io/default-inbound-policy: ${defaultPolicy}}
+    spec:
+      containers:
+      - name: echo
+        command: [node, apps/echo.mjs]
+        env: [{name: FLAGS, value: ${JSON.stringify(flags)}}, {name: GEN, value: ${gen}}]
+        ports: [{name: http, containerPort: 8080}]
+        readinessProbe: {httpGet: {path: /ready, port: http}, periodSeconds: 1, failureThreshold: 1}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: echo, namespace: other}
+spec:
+  selector: {app: echo}
+  ports: [{name: http, port: 80, targetPort: http}]
+`;
+const ECHO_URL = 'http://echo.other.svc.cluster.local/';
+
 describe('ward up', { timeout: 180_000 }, () => {
   before(async () => {
     work = mkdtempSync(join(tmpdir(), 'ward-up-'));
@@ -286,19 +333,21 @@ describe('ward up', { timeout: 180_000 }, () => {
       async () => {
         const s = await status();
         const ready = s.pods.filter((p) => p.ready).map((p) => `${p.namespace}/${p.name}`);
-        return ['demo/server-0', 'other/client', 'other/intruder'].every((p) => ready.includes(p)) ? ready : undefined;
+        serverPod = s.pods.find((p) => p.owner === 'Deployment/server')?.name ?? serverPod;
+        return [`demo/${serverPod}`, 'other/client', 'other/intruder'].every((p) => ready.includes(p)) ? ready : undefined;
       },
       45_000,
       250,
     );
     console.log(`# pods ready ${Date.now() - t0} ms after mesh.json`);
     const s = await status();
+    assert.match(serverPod, /^server-[bcdfghjklmnpqrstvwxz2456789]+-0$/, 'a Deployment pod carries its template hash');
     assert.deepEqual(
       // flaky fails its liveness probe and crashy exits, on purpose: their readiness comes and goes.
       s.pods.map((p) => [p.namespace, p.name, p.ip, p.name === 'flaky' || p.name === 'crashy' ? null : p.ready, p.adminAddress, p.identity]),
       [
         ['demo', 'noprobe', '127.20.200.1', false, '127.20.200.1:4191', idOf('demo', 'default')],
-        ['demo', 'server-0', '127.20.200.2', true, '127.20.200.2:4191', idOf('demo', 'server')],
+        ['demo', serverPod, '127.20.200.2', true, '127.20.200.2:4191', idOf('demo', 'server')],
         ['other', 'client', '127.20.200.3', true, '127.20.200.3:4191', idOf('other', 'client')],
         ['other', 'crashy', '127.20.200.4', null, null, null],
         ['other', 'flaky', '127.20.200.5', null, '127.20.200.5:4191', idOf('other', 'default')],
@@ -321,7 +370,7 @@ describe('ward up', { timeout: 180_000 }, () => {
   it('a call through the mesh reaches the server with the caller identity (l5d-client-id), env expanded', async () => {
     const r = await viaRelay('127.20.200.3', SERVER_URL);
     assert.equal(r.status, 200, r.body);
-    assert.deepEqual(JSON.parse(r.body), { pod: 'server-0', greeting: 'hello from server-0 at 127.20.200.2', clientId: idOf('other', 'client') });
+    assert.deepEqual(JSON.parse(r.body), { pod: serverPod, greeting: `hello from ${serverPod} at 127.20.200.2`, clientId: idOf('other', 'client') });
   });
 
   it('a caller the policy does not admit gets 403, listed by `ward status -o json` with its identity', async () => {
@@ -331,7 +380,7 @@ describe('ward up', { timeout: 180_000 }, () => {
     assert.equal((await fetch('http://127.20.200.2:8080/hello')).status, 403);
     const s = wardSync(['status', '-o', 'json', '--state-dir', state]);
     assert.equal(s.status, 0, s.stderr);
-    const denials = (JSON.parse(s.stdout) as StatusJson).denials.filter((d) => d.pod === 'server-0');
+    const denials = (JSON.parse(s.stdout) as StatusJson).denials.filter((d) => d.pod === serverPod);
     assert.ok(
       denials.some(
         (d) => d.namespace === 'demo' && d.port === 8080 && d.kind === 'http403' && d.client === '127.20.200.6' && d.clientId === idOf('other', 'intruder'),
@@ -342,7 +391,10 @@ describe('ward up', { timeout: 180_000 }, () => {
     const text = wardSync(['status', '--state-dir', state]);
     assert.equal(text.status, 0, text.stderr);
     assert.match(text.stdout, /NAMESPACE\s+NAME\s+IP\s+READY\s+RESTARTS\s+ADMIN\s+IDENTITY/);
-    assert.match(text.stdout, /demo\s+server-0\s+127\.20\.200\.2\s+2\/2\s+0\s+127\.20\.200\.2:4191\s+server\.demo\.serviceaccount/);
+    assert.match(
+      text.stdout,
+      new RegExp(`demo\\s+${serverPod}\\s+127\\.20\\.200\\.2\\s+2/2\\s+0\\s+127\\.20\\.200\\.2:4191\\s+server\\.demo\\.serviceaccount`),
+    );
     assert.match(text.stdout, /RECENT DENIALS/);
   });
 
@@ -376,7 +428,7 @@ describe('ward up', { timeout: 180_000 }, () => {
   it('an app that keeps exiting is reported with its last lines and restarted; the rest keeps running', async () => {
     await waitFor('crashy restarts', async () => ((await pod('other', 'crashy')).restarts >= 2 ? true : undefined), 15_000, 200);
     assert.match(up.stdout(), /pod other\/crashy: container crashy exited with code 3 \(restarting in \d+ s\); last lines:\n.*\| about to fail/);
-    assert.equal((await pod('demo', 'server-0')).ready, true);
+    assert.equal((await pod('demo', serverPod)).ready, true);
   });
 
   it('a failing liveness probe restarts the app', async () => {
@@ -410,8 +462,111 @@ spec:
     );
   });
 
+  describe('a Deployment behind a Service', () => {
+    let flags: string;
+    /** The echo pods, by name. */
+    const echoPods = async () => (await status()).pods.filter((p) => p.owner === 'Deployment/echo');
+    /** The pods that answered `n` calls to the Service from the client pod, through its proxy. */
+    const answering = async (n: number) => {
+      const seen: string[] = [];
+      for (let i = 0; i < n; i++) {
+        const r = await viaRelay('127.20.200.3', ECHO_URL);
+        seen.push(r.status === 200 ? (JSON.parse(r.body) as { pod: string }).pod : `status ${r.status}: ${r.body}`);
+      }
+      return [...new Set(seen)].sort();
+    };
+
+    before(async () => {
+      flags = join(work, 'flags');
+      mkdirSync(flags, { recursive: true });
+      writeFileSync(join(dir, 'apps', 'echo.mjs'), ECHO_APP);
+      writeFileSync(join(dir, 'echo.yaml'), ECHO('v1', 'all-unauthenticated', flags));
+      await waitFor(
+        'both echo pods ready',
+        async () => {
+          const pods = await echoPods();
+          return pods.length === 2 && pods.every((p) => p.ready) ? true : undefined;
+        },
+        45_000,
+        200,
+      );
+    });
+
+    after(async () => {
+      rmSync(join(dir, 'echo.yaml'), { force: true });
+      await waitFor('the echo pods gone', async () => ((await echoPods()).length === 0 ? true : undefined), 20_000, 200);
+    });
+
+    it('Destination answers only ready pods: an unready pod gets no calls until it is ready again', async () => {
+      const [a, b] = (await echoPods()).map((p) => p.name).sort() as [string, string];
+      await waitFor('calls to reach both pods', async () => ((await answering(10)).length === 2 ? true : undefined), 20_000, 100);
+      assert.deepEqual(await answering(10), [a, b].sort());
+
+      writeFileSync(join(flags, `unready-${b}`), '');
+      await waitFor(`${b} unready`, async () => ((await pod('other', b)).ready ? undefined : true), 15_000, 100);
+      // The app of b still answers; only Destination can keep calls away from it.
+      await waitFor(`calls to avoid ${b}`, async () => (JSON.stringify(await answering(20)) === JSON.stringify([a]) ? true : undefined), 10_000, 100);
+      assert.deepEqual(await answering(20), [a]);
+
+      rmSync(join(flags, `unready-${b}`));
+      await waitFor(`${b} ready again`, async () => ((await pod('other', b)).ready ? true : undefined), 15_000, 100);
+      await waitFor(`calls to reach ${b} again`, async () => ((await answering(10)).includes(b) ? true : undefined), 10_000, 100);
+    });
+
+    it('a template edit leaves the running pods their policy, and new pods with the new one replace them once ready', async () => {
+      const old = (await echoPods()).sort((x, y) => (x.name < y.name ? -1 : 1));
+      assert.equal(old.length, 2);
+      // Created under all-unauthenticated: the host (plaintext, outside the cluster) is admitted.
+      for (const p of old) assert.equal((await fetch(`http://${p.ip}:8080/`)).status, 200, p.name);
+
+      // The new template's pods are held unready, so that the old ones must keep serving.
+      writeFileSync(join(flags, 'hold-v2'), '');
+      writeFileSync(join(dir, 'echo.yaml'), ECHO('v2', 'all-authenticated', flags));
+      const fresh = await waitFor(
+        'the new pods running',
+        async () => {
+          const pods = (await echoPods()).filter((p) => !old.some((o) => o.name === p.name));
+          return pods.length === 2 && pods.every((p) => p.containers[0]?.pid !== undefined) ? pods : undefined;
+        },
+        30_000,
+        200,
+      );
+      for (const p of fresh) assert.match(p.name, /^echo-[bcdfghjklmnpqrstvwxz2456789]+-[01]$/);
+      assert.notEqual(fresh[0]?.name.split('-')[1], old[0]?.name.split('-')[1], 'a new template hash');
+      // Each new pod's proxy enforces the new default once it has its policy: the host is refused.
+      for (const p of fresh)
+        await waitFor(`${p.name} to refuse the host`, async () => ((await fetch(`http://${p.ip}:8080/`)).status === 403 ? true : undefined), 20_000, 200);
+      // The running pods keep what they were created with, stay ready and keep answering the Service.
+      for (const p of old) {
+        assert.equal((await fetch(`http://${p.ip}:8080/`)).status, 200, `${p.name} keeps all-unauthenticated`);
+        assert.equal((await pod('other', p.name)).ready, true);
+      }
+      assert.deepEqual(await answering(10), old.map((p) => p.name).sort());
+
+      // Once the new pods are ready, the old ones go and the Service answers with the new pods.
+      rmSync(join(flags, 'hold-v2'));
+      await waitFor(
+        'the old pods gone',
+        async () => {
+          const names = (await echoPods()).map((p) => p.name);
+          return old.every((o) => !names.includes(o.name)) ? true : undefined;
+        },
+        30_000,
+        200,
+      );
+      for (const p of fresh) assert.equal((await pod('other', p.name)).ready, true);
+      await waitFor(
+        'calls to reach the new pods',
+        async () => ((await answering(10)).every((n) => fresh.some((p) => p.name === n)) ? true : undefined),
+        10_000,
+        100,
+      );
+      assert.match(up.stdout(), new RegExp(`pod other/${old[0]?.name}.*replaced by the new pods of Deployment/echo`));
+    });
+  });
+
   it('ward logs -f follows new lines until Ctrl-C', async () => {
-    const logs = wardSpawn(['logs', 'demo/server-0', '-c', 'proxy', '-f', '--tail', '1', '--state-dir', state]);
+    const logs = wardSpawn(['logs', `demo/${serverPod}`, '-c', 'proxy', '-f', '--tail', '1', '--state-dir', state]);
     try {
       await waitFor(`the last line (${logs.stderr()})`, () => (logs.stdout().includes('\n') ? true : undefined), 10_000);
       assert.equal((await fetch('http://127.20.200.2:8080/followed')).status, 403);
@@ -433,7 +588,7 @@ spec:
     const app = wardSync(['logs', 'other/client', '--state-dir', state]);
     assert.equal(app.status, 0, app.stderr);
     assert.match(app.stdout, /^relay listening via http:\/\/127\.20\.200\.3:4140\/$/m);
-    const proxy = wardSync(['logs', 'demo/server-0', '-c', 'proxy', '--tail', '200', '--state-dir', state]);
+    const proxy = wardSync(['logs', `demo/${serverPod}`, '-c', 'proxy', '--tail', '200', '--state-dir', state]);
     assert.equal(proxy.status, 0, proxy.stderr);
     assert.match(proxy.stdout, /"msg":"Request denied"/);
     const missing = wardSync(['logs', 'demo/nope', '--state-dir', state]);
