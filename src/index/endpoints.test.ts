@@ -473,6 +473,9 @@ status:
       ok(index.resolve(`${WEB}:80`)).endpoints.map((e) => e.labels.pod),
       ['web-7d4b9c8f6-x2k9p'],
     );
+    // Deleted: terminating, so no longer ready, whatever its Ready condition says.
+    index.apply(decode(apiPod('True').replace('uid: 5d1c}', 'uid: 5d1c, deletionTimestamp: "2026-01-01T00:01:00Z"}')));
+    assert.deepEqual(ok(index.resolve(`${WEB}:80`)).endpoints, []);
   });
 
   it('removes a pod whose Ready condition turns False from the watch, and adds it back when True', () => {

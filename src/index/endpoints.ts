@@ -15,8 +15,7 @@
  * runtime of `ward up`, standing in for the kubelet) reports the pods it runs and their readiness
  * (`reportPod`), and those reports take the place of the status manifests carry.
  *
- * Not modelled: terminating pods (`metadata.deletionTimestamp`; a cluster's kubelet fails their
- * readiness soon after) and instance-qualified names (`<pod>.<svc>.<ns>.svc...`).
+ * Not modelled: instance-qualified names (`<pod>.<svc>.<ns>.svc...`).
  */
 import { deepEqual, formatIp, parseIp, serviceAccountIdentity } from '../core/index.js';
 import { ANNOTATIONS, type Pod, parsePortSet, type Resource, type ResourceKey, type Service } from '../manifest/index.js';
@@ -86,13 +85,15 @@ export type EndpointsTarget =
 
 /**
  * How a pod counts for Service endpoints, as the EndpointSlice controller sets a slice endpoint's
- * `conditions.ready`: `terminal` (phase `Succeeded` or `Failed`: no endpoint at all), else `ready`
- * when its `Ready` condition is `True`, else `not-ready`. A pod that carries no conditions at all
- * (a manifest written by hand: no kubelet reports on it) counts as ready.
+ * `conditions.ready`: `terminal` (phase `Succeeded` or `Failed`: no endpoint at all), else
+ * `not-ready` while it terminates (`metadata.deletionTimestamp`), else `ready` when its `Ready`
+ * condition is `True`, else `not-ready`. A pod that carries no conditions at all (a manifest
+ * written by hand: no kubelet reports on it) counts as ready.
  */
 export function podReadiness(pod: Pod): 'ready' | 'not-ready' | 'terminal' {
   const status = pod.status;
   if (status?.phase === 'Succeeded' || status?.phase === 'Failed') return 'terminal';
+  if (pod.metadata.deletionTimestamp !== undefined && pod.metadata.deletionTimestamp !== '') return 'not-ready';
   const conditions = status?.conditions;
   if (conditions === undefined) return 'ready';
   return conditions.some((c) => c.type === 'Ready' && c.status === 'True') ? 'ready' : 'not-ready';

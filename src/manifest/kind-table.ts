@@ -53,6 +53,7 @@ function toMeta(m: ParsedMeta, namespace: string): ObjectMeta {
     labels: m.labels,
     annotations: m.annotations,
     ...(m.creationTimestamp !== undefined ? { creationTimestamp: m.creationTimestamp } : {}),
+    ...(m.deletionTimestamp !== undefined ? { deletionTimestamp: m.deletionTimestamp } : {}),
     ...(m.uid !== undefined ? { uid: m.uid } : {}),
     ...(m.resourceVersion !== undefined ? { resourceVersion: m.resourceVersion } : {}),
   };

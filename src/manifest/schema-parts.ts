@@ -31,6 +31,7 @@ export const objectMeta = z.object({
   labels: stringMap.default({}),
   annotations: stringMap.default({}),
   creationTimestamp: optString,
+  deletionTimestamp: optString,
   uid: optString,
   resourceVersion: optString,
 });

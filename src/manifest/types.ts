@@ -16,6 +16,8 @@ export interface ObjectMeta {
   readonly annotations: Readonly<Record<string, string>>;
   /** RFC 3339 text as written, when present. */
   readonly creationTimestamp?: string | undefined;
+  /** Set when the object is being deleted (a terminating pod). */
+  readonly deletionTimestamp?: string | undefined;
   readonly uid?: string | undefined;
   readonly resourceVersion?: string | undefined;
 }
