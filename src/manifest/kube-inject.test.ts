@@ -186,8 +186,15 @@ describe('injectKubePod', () => {
     assert.ok(!paths.includes('/metadata/annotations'), 'the existing map is not replaced');
     assert.equal(escapeJsonPointer('a~b/c'), 'a~0b~1c');
 
-    const bare = mkPod();
+    const bare = mkPod({ spec: { containers: [{ name: 'main' }] } });
     const r = injectKubePod(bare, ENABLED, CFG);
+    // No ServiceAccount named: the one Kubernetes defaults to, which the token projection needs.
+    assert.deepEqual(
+      r.patch.find((op) => op.path === '/spec/serviceAccountName'),
+      { op: 'add', path: '/spec/serviceAccountName', value: 'default' },
+    );
+    const legacySa = injectKubePod(mkPod({ spec: { serviceAccount: 'old', containers: [{ name: 'main' }] } }), ENABLED, CFG);
+    assert.equal((legacySa.pod.spec as JsonObject).serviceAccountName, 'old');
     const labelsOp = r.patch.find((op) => op.path === '/metadata/labels');
     assert.deepEqual(labelsOp?.value, { 'linkerd.io/control-plane-ns': 'linkerd', 'linkerd.io/workload-ns': 'app' });
     assert.ok(r.patch.some((op) => op.path === '/spec/volumes'));
@@ -205,7 +212,15 @@ describe('injectKubePod', () => {
     const b = injectKubePod(busy, ENABLED, CFG);
     assert.deepEqual(
       b.patch.map((op) => op.path),
-      ['/metadata/annotations', '/metadata/labels', '/spec/volumes/-', '/spec/volumes/-', '/spec/initContainers/-', '/spec/containers/-'],
+      [
+        '/metadata/annotations',
+        '/metadata/labels',
+        '/spec/serviceAccountName',
+        '/spec/volumes/-',
+        '/spec/volumes/-',
+        '/spec/initContainers/-',
+        '/spec/containers/-',
+      ],
     );
     assert.deepEqual(applyPatch(busy, b.patch), b.pod);
     assert.deepEqual(

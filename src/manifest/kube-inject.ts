@@ -163,6 +163,10 @@ export function injectKubePod(raw: unknown, namespace: unknown, cfg: KubeInjectC
   if (!isRecord(raw.metadata)) add('/metadata', {});
   addMapEntries(add, '/metadata/annotations', stringMap(meta.annotations), isRecord(meta.annotations), annotations);
   addMapEntries(add, '/metadata/labels', stringMap(meta.labels), isRecord(meta.labels), labels);
+  // The token projection is refused without a ServiceAccount name, and the proxy needs it for
+  // its identity: name the one Kubernetes would default to when the pod does not.
+  const serviceAccount = serviceAccountOf(spec);
+  if (serviceAccount !== undefined) add('/spec/serviceAccountName', serviceAccount);
   appendItems(add, '/spec/volumes', Array.isArray(spec.volumes), volumes);
   const initContainers = Array.isArray(spec.initContainers) ? (spec.initContainers as unknown[]) : undefined;
   const containers = spec.containers as unknown[];
@@ -193,6 +197,7 @@ export function injectKubePod(raw: unknown, namespace: unknown, cfg: KubeInjectC
   };
   pod.spec = {
     ...(pod.spec as JsonObject),
+    ...(serviceAccount !== undefined ? { serviceAccountName: serviceAccount } : {}),
     volumes: [...(Array.isArray(spec.volumes) ? structuredClone(spec.volumes) : []), ...structuredClone(volumes)],
     initContainers: structuredClone(newInit),
     containers: structuredClone(newContainers),
@@ -342,6 +347,12 @@ function inboundPorts(spec: JsonObject, skip: ReadonlySet<number>): number[] {
     }
   }
   return [...ports].sort((a, b) => a - b);
+}
+
+/** The ServiceAccount name to write when the pod has none: the deprecated field's, else `default`. */
+function serviceAccountOf(spec: JsonObject): string | undefined {
+  if (typeof spec.serviceAccountName === 'string' && spec.serviceAccountName !== '') return undefined;
+  return typeof spec.serviceAccount === 'string' && spec.serviceAccount !== '' ? spec.serviceAccount : 'default';
 }
 
 // === containers ===
