@@ -101,7 +101,7 @@ class Selection {
 }
 
 /** The latest version of an indexed object, even when the index keeps an older one in force. */
-function latest<T>(e: IndexedResource<T>): Resource {
+function latest(e: { readonly resource: Resource; readonly rejected?: { readonly resource: Resource } | undefined }): Resource {
   return e.rejected?.resource ?? e.resource;
 }
 
