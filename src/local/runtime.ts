@@ -3,8 +3,10 @@
  * directory source, live edits included), with the pod range as the cluster networks; every pod
  * of DIR runs as local processes on its own loopback address (see `addresses.ts`), meshed pods
  * behind their own `ward proxy`. The runtime follows DIR: new pods start, removed pods stop, a pod
- * whose containers changed is restarted; `ward restart NS/POD` recreates a pod (namespace
- * annotations are copied again, as at pod creation).
+ * whose containers changed is restarted; a workload whose template changed rolls to new pods
+ * (named after the template, as in a cluster); `ward restart NS/POD` recreates a pod (namespace
+ * annotations are copied again, as at pod creation). Like a kubelet, the runtime tells the
+ * controller which pods run and which are ready: Destination answers with ready pods only.
  *
  * Local mode does not isolate processes from each other: every pod shares the host's loopback,
  * so an application can reach another pod's private address, or call out without its proxy.
