@@ -15,6 +15,7 @@ import { registerControllerCommand } from './commands/controller.js';
 import { policyTarget, printPolicy, runDiagnosticsPolicy } from './commands/diagnostics.js';
 import { type ExplainOptions, printExplain, runExplain } from './commands/explain.js';
 import { registerIdentityCommands } from './commands/identity.js';
+import { registerInjectCommand } from './commands/inject.js';
 import { registerInstallCommands } from './commands/install.js';
 import { registerLogsCommand } from './commands/logs.js';
 import { registerProxyCommand } from './commands/proxy.js';
@@ -229,6 +230,7 @@ function program(io: CliIo, result: { status: number }, signal: AbortSignal | un
   registerInstallCommands(prog as unknown as Parameters<typeof registerInstallCommands>[0], io, result);
   registerProxyCommand(prog as unknown as Parameters<typeof registerProxyCommand>[0], io, result, signal);
   registerProxyInitCommand(prog as unknown as Parameters<typeof registerProxyInitCommand>[0], io, result);
+  registerInjectCommand(prog as unknown as Parameters<typeof registerInjectCommand>[0], io, result);
   registerUpCommand(prog as unknown as Parameters<typeof registerUpCommand>[0], io, result, signal);
   registerStatusCommand(prog as unknown as Parameters<typeof registerStatusCommand>[0], io, result);
   registerLogsCommand(prog as unknown as Parameters<typeof registerLogsCommand>[0], io, result, signal);
