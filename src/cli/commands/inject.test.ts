@@ -3,12 +3,14 @@
  * `-o json`, and bad input.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { parse, parseAllDocuments } from 'yaml';
-import { bufferIo } from '../io.js';
+import { initIdentity } from '../../identity/index.js';
+import { injectKubePod } from '../../manifest/index.js';
+import { bufferIo, EXIT } from '../io.js';
 import { main } from '../main.js';
 
 const SERVICE = `# the web service
@@ -155,6 +157,52 @@ describe('ward inject', () => {
       const r = await run(args, stdin);
       assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
       assert.match(r.stderr, message);
+    }
+  });
+
+  it("the injected proxy's arguments, once Kubernetes expands them, are flags ward proxy accepts", async () => {
+    const init = await initIdentity({ outDir: join(dir, 'id') });
+    assert.ok(init.ok);
+    const pem = readFileSync(join(dir, 'id', 'ca.crt'), 'utf8');
+    const token = join(dir, 'token');
+    writeFileSync(token, 'not-a-real-token\n');
+    const pod = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'web-0', annotations: { 'linkerd.io/inject': 'enabled' } },
+      spec: { serviceAccountName: 'web', containers: [{ name: 'main', ports: [{ containerPort: 8080 }] }] },
+    };
+    const r = injectKubePod(
+      pod,
+      undefined,
+      { controlPlaneNamespace: 'linkerd', image: 'x', controllerHost: '127.0.0.1', trustAnchorsPem: pem },
+      { namespace: 'app' },
+    );
+    const proxy = ((r.pod.spec as Obj).containers as Obj[]).find((c) => c.name === 'linkerd-proxy') as Obj;
+    assert.deepEqual(proxy.command, ['ward']);
+    const vars: Record<string, string> = { _pod_ns: 'app', _pod_name: 'web-0', _pod_sa: 'web', _pod_ip: '127.0.0.1' };
+    const args = (proxy.args as string[])
+      .map((a) => a.replace(/\$\((\w+)\)/g, (_, v: string) => vars[v] ?? `$(${v})`))
+      .map((a) => (a === '/var/run/secrets/tokens/linkerd-identity-token' ? token : a));
+    const env = (proxy.env as { name: string; value?: string }[]).find((e) => e.name === 'LINKERD2_PROXY_IDENTITY_TRUST_ANCHORS');
+    const saved = process.env.LINKERD2_PROXY_IDENTITY_TRUST_ANCHORS;
+    process.env.LINKERD2_PROXY_IDENTITY_TRUST_ANCHORS = env?.value;
+    try {
+      const io = bufferIo();
+      // Stopped at once: past flag checking, it either starts and stops (0) or cannot run here (1: no addon, busy port).
+      const status = await main([...args, '--log-level', 'silent'], io, AbortSignal.abort());
+      assert.notEqual(status, EXIT.usage, io.stderr);
+      assert.doesNotMatch(io.stderr, /unknown option|is not|required option/, io.stderr);
+      // Where it could run: the pod's identity, its declared port at its address, transparent.
+      if (status === EXIT.ok) {
+        assert.match(
+          io.stderr,
+          /identity web\.app\.serviceaccount\.identity\.linkerd\.cluster\.local, .*inbound 8080@4143->127\.0\.0\.1:8080, outbound :4140, transparent/,
+        );
+      }
+    } finally {
+      if (saved === undefined) delete process.env.LINKERD2_PROXY_IDENTITY_TRUST_ANCHORS;
+      else process.env.LINKERD2_PROXY_IDENTITY_TRUST_ANCHORS = saved;
     }
   });
 });
