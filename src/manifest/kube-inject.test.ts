@@ -139,9 +139,9 @@ describe('injectKubePod', () => {
       'cluster.local',
       // TCP container ports only (53/UDP is not proxied).
       '--inbound',
-      '3306=$(_pod_ip):3306',
+      '3306=[$(_pod_ip)]:3306',
       '--inbound',
-      '8080=$(_pod_ip):8080',
+      '8080=[$(_pod_ip)]:8080',
     ]);
     const env = proxy.env as JsonObject[];
     const fieldOf = (name: string) => ((env.find((e) => e.name === name)?.valueFrom as JsonObject | undefined)?.fieldRef as JsonObject | undefined)?.fieldPath;
@@ -311,7 +311,7 @@ describe('injectKubePod', () => {
     );
   });
 
-  it('passes skip-inbound-ports and skip-outbound-ports (ports and ranges) to proxy-init; skipped ports are not proxied; bad values are ignored with a warning', () => {
+  it('passes skip-inbound-ports, skip-outbound-ports (ports and ranges) and skip-subnets to proxy-init; skipped ports are not proxied; bad values are ignored with a warning', () => {
     const r = injectKubePod(
       mkPod({ annotations: { 'config.linkerd.io/skip-inbound-ports': '3306, 9000-9010', 'config.linkerd.io/skip-outbound-ports': '5432,6000-6100' } }),
       ENABLED,
@@ -320,8 +320,14 @@ describe('injectKubePod', () => {
     const init = container(r.pod, 'linkerd-init', 'initContainers');
     assert.deepEqual(argAfter(init.args, '--inbound-ports-to-ignore'), ['4190,4191,3306,9000-9010']);
     assert.deepEqual(argAfter(init.args, '--outbound-ports-to-ignore'), ['5432,6000-6100']);
-    assert.deepEqual(argAfter(container(r.pod, 'linkerd-proxy').args, '--inbound'), ['8080=$(_pod_ip):8080']);
+    assert.deepEqual(argAfter(container(r.pod, 'linkerd-proxy').args, '--inbound'), ['8080=[$(_pod_ip)]:8080']);
     assert.deepEqual(r.warnings, []);
+
+    const nets = injectKubePod(mkPod({ annotations: { 'config.linkerd.io/skip-subnets': '10.0.0.0/8, 192.168.1.0/24' } }), ENABLED, CFG);
+    assert.deepEqual(argAfter(container(nets.pod, 'linkerd-init', 'initContainers').args, '--subnets-to-ignore'), ['10.0.0.0/8,192.168.1.0/24']);
+    const badNets = injectKubePod(mkPod({ annotations: { 'config.linkerd.io/skip-subnets': '10.0.0.0/8,fd00::/8' } }), ENABLED, CFG);
+    assert.deepEqual(argAfter(container(badNets.pod, 'linkerd-init', 'initContainers').args, '--subnets-to-ignore'), []);
+    assert.deepEqual(badNets.warnings, ['annotation config.linkerd.io/skip-subnets="10.0.0.0/8,fd00::/8" ignored: "fd00::/8" is not an IPv4 CIDR']);
 
     const bad = injectKubePod(mkPod({ annotations: { 'config.linkerd.io/skip-inbound-ports': 'http,80' } }), ENABLED, CFG);
     assert.deepEqual(argAfter(container(bad.pod, 'linkerd-init', 'initContainers').args, '--inbound-ports-to-ignore'), ['4190,4191']);

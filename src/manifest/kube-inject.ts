@@ -94,6 +94,8 @@ const DEFAULT_CONTROLLER_PORTS = { identity: 8080, policy: 8090, destination: 80
 /** Annotations (beyond ANNOTATIONS) that shape the injected containers. */
 export const PROXY_CONFIG_ANNOTATIONS = {
   skipOutboundPorts: 'config.linkerd.io/skip-outbound-ports',
+  /** Source networks whose inbound traffic is not redirected to the proxy (comma-separated CIDRs). */
+  skipSubnets: 'config.linkerd.io/skip-subnets',
   proxyUid: 'config.linkerd.io/proxy-uid',
   proxyLogLevel: 'config.linkerd.io/proxy-log-level',
   cpuRequest: 'config.linkerd.io/proxy-cpu-request',
@@ -268,6 +270,7 @@ interface ProxySettings {
   /** Ports and ranges (`a` or `a-b`) as proxy-init takes them. */
   readonly skipInbound: readonly string[];
   readonly skipOutbound: readonly string[];
+  readonly skipSubnets: readonly string[];
   readonly skipInboundPorts: ReadonlySet<number>;
   readonly logLevel: string | undefined;
   readonly resources: JsonObject | undefined;
@@ -323,10 +326,26 @@ function proxySettings(ann: Readonly<Record<string, string>>, cfg: KubeInjectCon
     nativeSidecar: native?.trim().toLowerCase() === 'true',
     skipInbound: skipIn.items,
     skipOutbound: skipOut.items,
+    skipSubnets: subnets(ann[PROXY_CONFIG_ANNOTATIONS.skipSubnets], (v, why) => warn(PROXY_CONFIG_ANNOTATIONS.skipSubnets, v, why)),
     skipInboundPorts: skipIn.ports,
     logLevel,
     resources,
   };
+}
+
+const IPV4_CIDR = /^(25[0-5]|2[0-4]\d|1?\d?\d)(\.(25[0-5]|2[0-4]\d|1?\d?\d)){3}\/(3[0-2]|[12]?\d)$/;
+
+/** The IPv4 CIDRs of `config.linkerd.io/skip-subnets` (proxy-init writes IPv4 rules); all or none. */
+function subnets(text: string | undefined, warn: (value: string, why: string) => void): string[] {
+  if (text === undefined) return [];
+  const items = text
+    .split(',')
+    .map((x) => x.trim())
+    .filter((x) => x !== '');
+  const bad = items.find((x) => !IPV4_CIDR.test(x));
+  if (bad === undefined) return items;
+  warn(text, `"${bad}" is not an IPv4 CIDR`);
+  return [];
 }
 
 /** The TCP ports the application containers declare, minus skipped ones and the proxy's own. */
@@ -396,7 +415,8 @@ function proxyContainer(cfg: KubeInjectConfig, s: ProxySettings, inbound: readon
     cfg.clusterDomain ?? 'cluster.local',
     ...(s.logLevel !== undefined ? ['--log-level', s.logLevel] : []),
     // The application is reached on the pod's address: a service bound to loopback stays private.
-    ...inbound.flatMap((p) => ['--inbound', `${p}=$(_pod_ip):${p}`]),
+    // Brackets take an IPv4 or an IPv6 address alike.
+    ...inbound.flatMap((p) => ['--inbound', `${p}=[$(_pod_ip)]:${p}`]),
   ];
   const probe = (path: string, initialDelaySeconds: number) => ({ httpGet: { path, port: PROXY_PORTS.admin }, initialDelaySeconds, timeoutSeconds: 1 });
   return {
@@ -448,6 +468,7 @@ function proxyInitContainer(cfg: KubeInjectConfig, s: ProxySettings): JsonObject
     '--inbound-ports-to-ignore',
     [String(PROXY_PORTS.control), String(PROXY_PORTS.admin), ...s.skipInbound].join(','),
     ...(s.skipOutbound.length > 0 ? ['--outbound-ports-to-ignore', s.skipOutbound.join(',')] : []),
+    ...(s.skipSubnets.length > 0 ? ['--subnets-to-ignore', s.skipSubnets.join(',')] : []),
   ];
   return {
     name: PROXY_INIT_CONTAINER_NAME,
