@@ -7,7 +7,8 @@ import { z } from 'zod';
 import { CRD_KINDS, type CustomResourceDefinition, customResourceDefinitions, type JsonSchema, specSchema, toStructural } from './crds.js';
 import { KIND_TABLE } from './kind-table.js';
 
-const LINKERD_CRDS = '/work/shared/kube/crds/linkerd-crds.yaml';
+// Linkerd's rendered CRDs, shipped by the apiserver kit beside the repository.
+const LINKERD_CRDS = join(process.env.WARD_KUBE_KIT ?? join(import.meta.dirname, '../../../shared/kube'), 'crds', 'linkerd-crds.yaml');
 const EXAMPLES = join(import.meta.dirname, '../../examples');
 
 interface CrdVersionOut {
