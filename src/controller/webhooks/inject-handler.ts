@@ -16,7 +16,20 @@ export interface InjectOptions {
   readonly lookupNamespace: (name: string) => unknown;
   /** Reads the Namespace from the API server when the cache does not know it; undefined if absent. */
   readonly fetchNamespace?: ((name: string) => Promise<unknown>) | undefined;
+  /**
+   * How long to wait for `fetchNamespace` (default 5 s): the API server gives the webhook 10 s at
+   * most, and a late answer would leave the pod to the failure policy instead of this log.
+   */
+  readonly fetchTimeoutMs?: number | undefined;
   readonly logger?: Logger | undefined;
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, namespace: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`reading namespace ${namespace} took longer than ${ms} ms`)), ms);
+  });
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
 }
 
 /** True for the requests the injector transforms: the creation of a Pod itself. */
@@ -35,7 +48,7 @@ export async function handleInject(request: AdmissionRequest, opts: InjectOption
   const log = { namespace, pod: podName, dryRun: request.dryRun };
   try {
     let ns = opts.lookupNamespace(namespace);
-    if (ns === undefined && opts.fetchNamespace !== undefined) ns = await opts.fetchNamespace(namespace);
+    if (ns === undefined && opts.fetchNamespace !== undefined) ns = await withTimeout(opts.fetchNamespace(namespace), opts.fetchTimeoutMs ?? 5_000, namespace);
     const config = typeof opts.config === 'function' ? opts.config() : opts.config;
     const r = injectKubePod(pod, ns, config, { namespace });
     for (const w of r.warnings) opts.logger?.warn(log, w);

@@ -145,6 +145,16 @@ describe('handleInject', () => {
     });
     assert.deepEqual(failing, { uid: 'u-1', allowed: true });
     assert.deepEqual(logged, ['proxy injection failed; pod admitted without a proxy']);
+    // A namespace read that does not answer in time: admitted as it is, logged.
+    const slow = await handleInject(mkRequest(pod), {
+      config: CFG,
+      lookupNamespace: () => undefined,
+      fetchNamespace: () => new Promise(() => {}),
+      fetchTimeoutMs: 50,
+      logger,
+    });
+    assert.deepEqual(slow, { uid: 'u-1', allowed: true });
+    assert.equal(logged.length, 2);
   });
 });
 
