@@ -29,3 +29,23 @@ export {
   type WatchEvent,
   type WatchOptions,
 } from './kube/client.js';
+export {
+  KubernetesSource,
+  type KubernetesSourceOptions,
+  type ObjectStatus,
+  type PolicySource,
+  WATCHED_KINDS,
+  type WatchedKind,
+} from './kube/kubernetes-source.js';
+export {
+  apiVersionOf,
+  collectionPath,
+  type KubeObject,
+  objectKey,
+  Reflector,
+  type ReflectorChange,
+  type ReflectorOptions,
+  type ReflectorState,
+  type ReflectorStats,
+  type ResourceType,
+} from './kube/reflector.js';

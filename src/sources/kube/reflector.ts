@@ -100,6 +100,8 @@ export interface ReflectorOptions {
   readonly fieldSelector?: string;
   /** Called with every change batch (one per watch event, one per relist diff), in order. */
   readonly onChange?: (changes: readonly ReflectorChange[]) => void;
+  /** Applied to every object before it is stored (e.g. to drop managedFields). */
+  readonly transform?: (o: KubeObject) => KubeObject;
   readonly logger?: Logger;
   /** LIST page size (default 500). */
   readonly pageSize?: number;
@@ -278,7 +280,7 @@ export class Reflector {
       for (const item of page.items ?? []) {
         if (!isKubeObject(item)) continue;
         // LIST items carry no apiVersion/kind; the decoders downstream need them.
-        items.push({ ...item, apiVersion: apiVersionOf(this.type), kind: this.type.kind });
+        items.push(this.#transform({ ...item, apiVersion: apiVersionOf(this.type), kind: this.type.kind }));
       }
       rv = page.metadata?.resourceVersion;
       cont = page.metadata?.continue !== undefined && page.metadata.continue !== '' ? page.metadata.continue : undefined;
@@ -291,6 +293,10 @@ export class Reflector {
     this.#rv = rv;
     this.#markSynced();
     this.#backoff.reset();
+  }
+
+  #transform(o: KubeObject): KubeObject {
+    return this.#opts.transform !== undefined ? this.#opts.transform(o) : o;
   }
 
   #selectors(): Record<string, string> {
@@ -376,7 +382,11 @@ export class Reflector {
     }
     // The watch is healthy: the next failure starts the backoff from its minimum again.
     this.#backoff.reset();
-    const object: KubeObject = { ...event.object, apiVersion: event.object.apiVersion ?? apiVersionOf(this.type), kind: event.object.kind ?? this.type.kind };
+    const object = this.#transform({
+      ...event.object,
+      apiVersion: event.object.apiVersion ?? apiVersionOf(this.type),
+      kind: event.object.kind ?? this.type.kind,
+    });
     const key = objectKey(object);
     const previous = this.#store.get(key);
     if (event.type === 'DELETED') {
