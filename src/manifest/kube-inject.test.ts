@@ -111,7 +111,8 @@ describe('injectKubePod', () => {
     ]);
 
     const proxy = container(r.pod, 'linkerd-proxy');
-    assert.deepEqual(proxy.command, ['ward']);
+    // The image's entrypoint runs ward: the arguments are its subcommand and flags.
+    assert.equal(proxy.command, undefined);
     assert.deepEqual(proxy.args, [
       'proxy',
       '--transparent',
@@ -162,6 +163,7 @@ describe('injectKubePod', () => {
     assert.equal(proxy.restartPolicy, undefined);
 
     const init = container(r.pod, 'linkerd-init', 'initContainers');
+    assert.equal(init.command, undefined);
     assert.deepEqual(init.args, [
       'proxy-init',
       '--incoming-proxy-port',
@@ -368,6 +370,9 @@ describe('injectKubePod', () => {
       [proxy.image, proxy.imagePullPolicy, init.image, init.imagePullPolicy],
       ['registry.example/ward:9', 'Never', 'registry.example/ward:9', 'Never'],
     );
+    const custom = injectKubePod(mkPod(), ENABLED, { ...CFG, command: ['/usr/bin/node', '/opt/ward/bin/ward.js'] });
+    assert.deepEqual(container(custom.pod, 'linkerd-proxy').command, ['/usr/bin/node', '/opt/ward/bin/ward.js']);
+    assert.deepEqual(container(custom.pod, 'linkerd-init', 'initContainers').command, ['/usr/bin/node', '/opt/ward/bin/ward.js']);
   });
 });
 

@@ -43,7 +43,10 @@ export interface KubeInjectConfig extends InjectConfig {
   readonly trustDomain?: string | undefined;
   /** Written to `linkerd.io/proxy-version` and `linkerd.io/created-by` (default `ward`). */
   readonly version?: string | undefined;
-  /** The executable in the image (default `["ward"]`). */
+  /**
+   * The containers' `command`. Default: none, so the image's entrypoint (`node bin/ward.js` in
+   * ward's image) runs and `args` are ward's subcommands.
+   */
   readonly command?: readonly string[] | undefined;
   /** The controller's ports (defaults: identity 8080, policy 8090, destination 8086). */
   readonly controllerPorts?: { readonly identity?: number; readonly policy?: number; readonly destination?: number } | undefined;
@@ -423,7 +426,7 @@ function proxyContainer(cfg: KubeInjectConfig, s: ProxySettings, inbound: readon
     name: PROXY_CONTAINER_NAME,
     image: cfg.image,
     imagePullPolicy: cfg.imagePullPolicy ?? 'IfNotPresent',
-    command: [...(cfg.command ?? ['ward'])],
+    ...(cfg.command !== undefined ? { command: [...cfg.command] } : {}),
     args,
     env: [
       fieldEnv('_pod_name', 'metadata.name'),
@@ -474,7 +477,7 @@ function proxyInitContainer(cfg: KubeInjectConfig, s: ProxySettings): JsonObject
     name: PROXY_INIT_CONTAINER_NAME,
     image: cfg.image,
     imagePullPolicy: cfg.imagePullPolicy ?? 'IfNotPresent',
-    command: [...(cfg.command ?? ['ward'])],
+    ...(cfg.command !== undefined ? { command: [...cfg.command] } : {}),
     args,
     securityContext: {
       allowPrivilegeEscalation: false,
