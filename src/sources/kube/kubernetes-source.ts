@@ -91,6 +91,12 @@ export interface KubernetesSourceOptions {
   readonly reflector?: Pick<ReflectorOptions, 'backoff' | 'pageSize' | 'notFoundRetryMs' | 'notFoundGraceMs' | 'watchTimeoutSeconds'>;
   /** Called after each applied batch (and after the initial one). */
   readonly onChange?: (summary: ChangeSummary) => void;
+  /**
+   * Hears every object of a batch as the API has it (generation, status), before it is decoded:
+   * `object` undefined when it was deleted. For what needs the objects themselves, not the
+   * resources the indexes hold (the status writer).
+   */
+  readonly onObject?: (type: ResourceType, key: string, object: KubeObject | undefined) => void;
 }
 
 // === internal state ===
@@ -264,6 +270,12 @@ export class KubernetesSource implements PolicySource {
     await Promise.all(this.#reflectors.map((r) => r.stop()));
   }
 
+  /** The object of `kind` (`Namespace`, `Pod`, ...; core group first) at `namespace/name` as last seen, if any. */
+  lookup(kind: string, namespace: string, name: string): KubeObject | undefined {
+    const r = this.#reflectors.find((x) => x.type.kind === kind);
+    return r?.get(namespace === '' ? name : `${namespace}/${name}`);
+  }
+
   /** Per-object status (every object of a kind ward reads), sorted by API path. */
   status(): ObjectStatus[] {
     const out: ObjectStatus[] = [];
@@ -373,6 +385,7 @@ export class KubernetesSource implements PolicySource {
       const reflector = this.#reflectors[Number(id.slice(0, bar))];
       if (reflector === undefined) continue;
       const obj = reflector.get(id.slice(bar + 1));
+      this.#opts.onObject?.(reflector.type, id.slice(bar + 1), obj);
       const st = this.#objects.get(id);
       if (obj === undefined) {
         if (st === undefined) continue;
