@@ -16,6 +16,36 @@ import { describeWithKubeKit, type KubeKit, startKubeKit } from '../../src/sourc
 const EXAMPLES = join(import.meta.dirname, '../../examples');
 const SA = 'system:serviceaccount:linkerd:ward-controller';
 
+/** Gateway API routes as other implementations use them too, with fields ward does not interpret. */
+const GATEWAY_ROUTES = `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: web-mirror, namespace: emojivoto}
+spec:
+  parentRefs: [{kind: Service, group: core, name: web-svc, port: 80}]
+  hostnames: [web.example.com]
+  rules:
+  - name: mirror
+    matches: [{path: {type: PathPrefix, value: /api}, headers: [{name: x-canary, value: "1"}], method: GET}]
+    filters:
+    - type: RequestMirror
+      requestMirror: {backendRef: {name: web-shadow, port: 80}, percent: 10}
+    - type: URLRewrite
+      urlRewrite: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /v2}}
+    backendRefs: [{name: web-svc, port: 80, weight: 90}, {name: web-canary, port: 80, weight: 10}]
+    timeouts: {request: 10s, backendRequest: 2s}
+    retry: {codes: [503], attempts: 2, backoff: 100ms}
+    sessionPersistence: {sessionName: s, type: Cookie}
+---
+apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: GRPCRoute
+metadata: {name: emoji, namespace: emojivoto}
+spec:
+  parentRefs: [{kind: Service, group: core, name: emoji-svc, port: 8080}]
+  rules:
+  - matches: [{method: {service: emojivoto.v1.EmojiService, method: ListAll}}]
+    backendRefs: [{name: emoji-svc, port: 8080}]
+`;
+
 async function ward(args: string[]): Promise<string> {
   const io = bufferIo();
   const status = await main(args, io);
@@ -52,6 +82,7 @@ describeWithKubeKit('ward install on a real API server', () => {
     ];
     // Strict field validation: a field the CRD does not know fails the apply instead of vanishing.
     for (const f of files) await kit.kubectl(['apply', '--validate=strict', '-f', f]);
+    await kit.kubectl(['apply', '--validate=strict', '-f', '-'], GATEWAY_ROUTES);
     const unknown = await kit.kubectlResult(
       ['apply', '--validate=strict', '-f', '-'],
       'apiVersion: policy.linkerd.io/v1beta1\nkind: Server\nmetadata: {name: x, namespace: emojivoto}\nspec: {port: 80, podSelector: {}, accessPolicy: deny}\n',
