@@ -235,7 +235,12 @@ describe('injectKubePod', () => {
     const cases: [string, JsonObject, JsonObject | undefined, RegExp][] = [
       ['no annotation anywhere', mkPod(), mkNamespace({}), /neither the namespace nor the pod/],
       ['namespace disabled', mkPod(), mkNamespace({ 'linkerd.io/inject': 'disabled' }), /neither/],
-      ['pod opts out of an enabled namespace', mkPod({ annotations: { 'linkerd.io/inject': 'disabled' } }), ENABLED, /opts out/],
+      [
+        'pod opts out of an enabled namespace',
+        mkPod({ annotations: { 'linkerd.io/inject': 'disabled' } }),
+        ENABLED,
+        /pod has the annotation "linkerd.io\/inject: disabled"/,
+      ],
       ['already injected (label)', mkPod({ labels: { 'linkerd.io/control-plane-ns': 'linkerd' } }), ENABLED, /injected already/],
       ['already injected (version annotation)', mkPod({ annotations: { 'linkerd.io/proxy-version': 'x' } }), ENABLED, /injected already/],
       [

@@ -136,7 +136,8 @@ export function injectKubePod(raw: unknown, namespace: unknown, cfg: KubeInjectC
   if (spec.hostNetwork === true) return skip('hostNetwork is enabled');
   if (isInjectedPod(view)) return skip('pod has a proxy injected already');
   if (!isMeshedPod(view, nsView)) {
-    return skip(`neither the namespace nor the pod have the annotation "${ANNOTATIONS.inject}: enabled" (or the pod opts out)`);
+    if (view.metadata.annotations[ANNOTATIONS.inject] === 'disabled') return skip(`pod has the annotation "${ANNOTATIONS.inject}: disabled"`);
+    return skip(`neither the namespace nor the pod have the annotation "${ANNOTATIONS.inject}: enabled"`);
   }
 
   // Label, annotations inherited from the namespace and opaque ports: the shared decision.
