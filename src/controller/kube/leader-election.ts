@@ -193,7 +193,13 @@ export class LeaderElection {
   async #tick(): Promise<void> {
     if (!this.#running) return;
     const sentAt = this.#mono();
-    const ok = await this.#tryAcquireOrRenew();
+    let ok = false;
+    try {
+      ok = await this.#tryAcquireOrRenew();
+    } catch (e) {
+      // A malformed answer is a failed attempt, never an end to campaigning.
+      this.#failed('reading the lease', e);
+    }
     if (!this.#running) {
       // stop() raced with this attempt: a lease won now must still be released by stop().
       if (ok) this.#wonWhileStopping = true;

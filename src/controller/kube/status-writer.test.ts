@@ -80,7 +80,7 @@ function decode(o: Obj): Resource {
   return (r as { resource: Resource }).resource;
 }
 
-function setup(o: { leader?: () => boolean; wallMs?: () => number } = {}) {
+function setup(o: { leader?: () => boolean; wallMs?: () => number; rejected?: Map<string, string> } = {}) {
   const api = new FakeApi();
   const index = new PolicyIndex(CONFIG);
   const writer = new StatusWriter({
@@ -90,6 +90,7 @@ function setup(o: { leader?: () => boolean; wallMs?: () => number } = {}) {
     debounceMs: 5,
     backoff: { minMs: 20, maxMs: 50 },
     ...(o.wallMs !== undefined ? { wallMs: o.wallMs } : {}),
+    rejectedReason: (ref) => o.rejected?.get(`${ref.kind}/${ref.name}`),
   });
   /** Creates or updates an object: in the API, the index and the writer, as a source would. */
   const feed = (o: Obj) => {
@@ -237,5 +238,27 @@ describe('StatusWriter', () => {
     ]);
     await t.writer.flush();
     assert.equal(t.api.patches.length, 2, 'one write for the Server, one for the route');
+  });
+
+  it('objects the source refused are not accepted: with the last good version in force, or without', async () => {
+    const rejected = new Map([['Server/web-http', 'spec.port: expected a number or a string']]);
+    const t = setup({ rejected });
+    t.feed(pod('web-0'));
+    const srv = t.feed(server('web-http'));
+    // Never valid: the index does not have it, only the writer saw it.
+    const broken = t.api.put({ ...server('broken'), spec: { podSelector: {}, port: [] } });
+    t.writer.observe(broken);
+    rejected.set('Server/broken', 'spec.port: expected a number or a string');
+    await t.writer.flush();
+    const conditions = (o: Obj) => (t.statusOf(o) as { conditions: Record<string, unknown>[] }).conditions.map((c) => [c.type, c.status, c.reason, c.message]);
+    assert.deepEqual(conditions(srv), [
+      ['Accepted', 'False', 'Invalid', 'spec.port: expected a number or a string; the previous version stays in force'],
+      ['ResolvedRefs', 'True', 'ResolvedRefs', ''],
+    ]);
+    assert.equal((t.statusOf(srv) as { selectedPorts: number }).selectedPorts, 1);
+    assert.deepEqual(conditions(broken), [
+      ['Accepted', 'False', 'Invalid', 'spec.port: expected a number or a string'],
+      ['ResolvedRefs', 'Unknown', 'Invalid', 'not evaluated: the object is invalid'],
+    ]);
   });
 });

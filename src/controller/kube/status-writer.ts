@@ -20,6 +20,7 @@ import { isDeepStrictEqual } from 'node:util';
 import {
   POLICY_CONTROLLER_NAME,
   type PolicyIndex,
+  type PolicyStatus,
   PolicyStatusView,
   type RouteParentStatusEntry,
   type ServiceFacts,
@@ -50,6 +51,20 @@ export interface StatusWriterOptions {
   readonly timers?: Timers;
   /** Wall-clock ms for lastTransitionTime; default Date.now. */
   readonly wallMs?: () => number;
+  /**
+   * Why the source refused an object's latest version (it did not decode or pass admission), or
+   * undefined. The index then holds the last good version or nothing; either way the object gets
+   * Accepted=False with reason Invalid and this text.
+   */
+  readonly rejectedReason?: (ref: StatusObjectRef) => string | undefined;
+}
+
+/** Identifies an object the writer tracks. */
+export interface StatusObjectRef {
+  readonly group: string;
+  readonly kind: string;
+  readonly namespace: string;
+  readonly name: string;
 }
 
 /** Counters for metrics and tests. */
@@ -177,6 +192,7 @@ export class StatusWriter {
   readonly #log: Logger;
   readonly #timers: Timers;
   readonly #wall: () => number;
+  readonly #rejected: ((ref: StatusObjectRef) => string | undefined) | undefined;
   readonly #objects = new Map<string, Tracked>();
   readonly #services = new Map<string, ServiceFacts>();
   #timer: unknown;
@@ -197,6 +213,7 @@ export class StatusWriter {
     this.#log = opts.logger ?? silentLogger();
     this.#timers = opts.timers ?? UNREF_TIMERS;
     this.#wall = opts.wallMs ?? Date.now;
+    this.#rejected = opts.rejectedReason;
   }
 
   get stats(): StatusWriterStats {
@@ -300,9 +317,16 @@ export class StatusWriter {
   }
 
   #run(): Promise<void> {
-    const p = this.#reconcile().finally(() => {
-      this.#running = undefined;
-    });
+    const p = this.#reconcile()
+      .catch((e: unknown) => {
+        // A bug in the computation must not stop status for good: log it and try again later.
+        this.#stats.errors++;
+        this.#log.error({ err: errorMessage(e) }, 'status reconciliation failed');
+        return this.#backoff.next();
+      })
+      .finally(() => {
+        this.#running = undefined;
+      });
     this.#running = p;
     return p.then((retryMs) => {
       if (this.#stopped) return;
@@ -359,7 +383,7 @@ export class StatusWriter {
       const parents = [...unowned, ...mine] as Record<string, unknown>[];
       return { status: { parents }, same: sameParents(parents, current) };
     }
-    const st = view.policyStatus(ref);
+    const st = this.#withRejection(ref, view.policyStatus(ref));
     if (st === undefined) return undefined;
     const current = conditionsOf(obj.status.conditions);
     const conditions = st.conditions.map((c) => stamp(c, current, now, obj.generation));
@@ -369,6 +393,17 @@ export class StatusWriter {
       obj.status.selectedPorts === st.selectedPorts &&
       sameConditions(ours, conditions as unknown as Record<string, unknown>[]);
     return { status: { conditions, selectedPods: st.selectedPods, selectedPorts: st.selectedPorts }, same };
+  }
+
+  /** Marks a status Invalid when the source refused the object's latest version. */
+  #withRejection(ref: StatusObjectRef, st: PolicyStatus | undefined): PolicyStatus | undefined {
+    const why = this.#rejected?.(ref);
+    if (why === undefined) return st;
+    const message = st === undefined ? why : `${why}; the previous version stays in force`;
+    const accepted: StatusCondition = { type: 'Accepted', status: 'False', reason: 'Invalid', message };
+    if (st !== undefined) return { ...st, conditions: [accepted, st.conditions[1]] };
+    const resolved: StatusCondition = { type: 'ResolvedRefs', status: 'Unknown', reason: 'Invalid', message: 'not evaluated: the object is invalid' };
+    return { conditions: [accepted, resolved], selectedPods: 0, selectedPorts: 0 };
   }
 
   /** One server-side apply of `status`; resolves with a retry delay when it should be retried. */
