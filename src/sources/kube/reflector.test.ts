@@ -186,3 +186,57 @@ it('a 429 is waited out as the server says, then the list succeeds', { timeout: 
     await new Promise((res) => server.close(res));
   }
 });
+
+it('keeps its objects through a brief 404 of a restarting API server, and lets them go when the type stays gone', { timeout: 120_000 }, async () => {
+  let served = true;
+  let lists = 0;
+  const server: Server = createServer((req, res) => {
+    res.setHeader('content-type', 'application/json');
+    if (!served) {
+      res.writeHead(404);
+      res.end(JSON.stringify({ kind: 'Status', code: 404, reason: 'NotFound', message: 'the server could not find the requested resource' }));
+      return;
+    }
+    if (req.url?.includes('watch=true')) {
+      // The watch ends at once: the reflector lists again only after a 404 (or 410).
+      res.writeHead(200);
+      res.end();
+      return;
+    }
+    lists++;
+    res.writeHead(200);
+    res.end(JSON.stringify({ metadata: { resourceVersion: '3' }, items: [{ metadata: { name: 'web', namespace: 'n', resourceVersion: '3' } }] }));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const client = new KubeClient({ server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, namespace: 'default', insecureSkipTlsVerify: false });
+  const changes: string[] = [];
+  const r = new Reflector({
+    client,
+    type: SERVERS,
+    backoff: { minMs: 20, maxMs: 50 },
+    notFoundRetryMs: 50,
+    notFoundGraceMs: 5000,
+    onChange: (cs) => changes.push(...cs.map(describeChange)),
+  });
+  try {
+    r.start();
+    await r.synced;
+    assert.deepEqual(changes, ['added n/web']);
+    served = false;
+    await waitFor(() => r.stats().notFound >= 3, 'a few 404s', WAIT_MS);
+    // Within the grace period the object stays.
+    assert.equal(r.get('n/web')?.metadata.name, 'web');
+    served = true;
+    await waitFor(() => r.stats().state === 'watching' && lists >= 2, 'the type served again', WAIT_MS);
+    assert.deepEqual(changes, ['added n/web'], 'the relist agreed: nothing changed');
+    served = false;
+    await waitFor(() => changes.length === 2, 'the object dropped after the grace period', WAIT_MS);
+    assert.deepEqual(changes, ['added n/web', 'deleted n/web']);
+    assert.equal(r.list().length, 0);
+  } finally {
+    await r.stop();
+    client.close();
+    server.closeAllConnections();
+    await new Promise((res) => server.close(res));
+  }
+});
