@@ -24,7 +24,7 @@ describe('status metrics', () => {
       metadata: { namespace: 'app', name: 'web', generation: 1, resourceVersion: '5' },
       spec: { podSelector: { matchLabels: { app: 'web' } }, port: 8080 },
     };
-    const client: KubeRequester = { request: async (req) => ({ status: 200, body: req.body, headers: {} }) };
+    const client: KubeRequester = { request: (req) => Promise.resolve({ status: 200, body: req.body, headers: {} }) };
     const index = new PolicyIndex(CONFIG);
     const decoded = decodeResource(documentFromObject(server));
     assert.equal(decoded.status, 'ok');
