@@ -149,6 +149,9 @@ describe('ward install', () => {
       '--identity-dir=/var/run/ward/identity',
       '--webhook-cert=/var/run/ward/webhook/tls.crt',
       '--webhook-key=/var/run/ward/webhook/tls.key',
+      '--webhook-addr=0.0.0.0:9443',
+      '--proxy-image=localhost/ward:0.1.0',
+      '--proxy-image-pull-policy=IfNotPresent',
       '--policy-addr=0.0.0.0:8090',
       '--identity-addr=0.0.0.0:8080',
       '--destination-addr=0.0.0.0:8086',
@@ -262,6 +265,8 @@ describe('ward install', () => {
     assert.deepEqual([c.image, c.imagePullPolicy, dig(find(o, 'Deployment', 'ward-controller'), 'spec', 'replicas')], ['registry.example/ward:1', 'Always', 3]);
     assert.ok((c.args as string[]).includes('--trust-domain=example.org'));
     assert.ok((c.args as string[]).includes('--control-plane-namespace=mesh'));
+    assert.ok((c.args as string[]).includes('--proxy-image=registry.example/ward:1'));
+    assert.ok((c.args as string[]).includes('--proxy-image-pull-policy=Always'));
     const cert = new X509Certificate(unb64(dig(find(o, 'Secret', 'linkerd-identity-issuer'), 'data', 'crt.pem')));
     assert.equal(cert.subject, 'CN=identity.linkerd.example.org');
     assert.match(

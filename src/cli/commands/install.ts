@@ -221,7 +221,7 @@ function namespaceRules(): Record<string, unknown>[] {
 }
 
 /** The `ward controller` arguments of the Deployment. */
-export function controllerArgs(opts: Pick<InstallOptions, 'namespace' | 'trustDomain'>): string[] {
+export function controllerArgs(opts: Pick<InstallOptions, 'namespace' | 'trustDomain' | 'image' | 'imagePullPolicy'>): string[] {
   const any = (port: number) => `0.0.0.0:${port}`;
   return [
     'controller',
@@ -231,6 +231,10 @@ export function controllerArgs(opts: Pick<InstallOptions, 'namespace' | 'trustDo
     `--identity-dir=${CONTROLLER_PATHS.identityDir}`,
     `--webhook-cert=${CONTROLLER_PATHS.webhookDir}/tls.crt`,
     `--webhook-key=${CONTROLLER_PATHS.webhookDir}/tls.key`,
+    `--webhook-addr=${any(CONTROLLER_PORTS.webhook)}`,
+    // Injected pods run the proxy from the controller's own image.
+    `--proxy-image=${opts.image}`,
+    `--proxy-image-pull-policy=${opts.imagePullPolicy}`,
     `--policy-addr=${any(CONTROLLER_PORTS.policy)}`,
     `--identity-addr=${any(CONTROLLER_PORTS.identity)}`,
     `--destination-addr=${any(CONTROLLER_PORTS.destination)}`,
