@@ -265,9 +265,10 @@ const CONDITION: JsonSchema = {
     reason: { type: 'string' },
     message: { type: 'string' },
     lastTransitionTime: { type: 'string', format: 'date-time' },
-    observedGeneration: { type: 'integer', format: 'int64' },
+    observedGeneration: { type: 'integer', format: 'int64', minimum: 0 },
   },
-  required: ['type', 'status'],
+  // metav1.Condition's required fields, as Gateway API route conditions have them too.
+  required: ['type', 'status', 'reason', 'message', 'lastTransitionTime'],
 };
 const CONDITIONS: JsonSchema = {
   type: 'array',
