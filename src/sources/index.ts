@@ -34,6 +34,7 @@ export {
   type KubernetesSourceOptions,
   type ObjectStatus,
   type PolicySource,
+  podOwner,
   WATCHED_KINDS,
   type WatchedKind,
 } from './kube/kubernetes-source.js';

@@ -4,13 +4,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { parseCidr } from '../../core/index.js';
-import { type ClusterConfig, PolicyIndex } from '../../index/index.js';
+import { type ClusterConfig, EndpointsIndex, type IndexTx, PolicyIndex } from '../../index/index.js';
 import { decodeResource, documentFromObject } from '../../manifest/index.js';
 import { createLogger } from '../../shared/index.js';
 import { waitFor } from '../../shared/testing/waits.js';
-import { type ChangeSummary, DirectorySource } from '../directory-source.js';
+import { type ChangeSummary, DirectorySource, type SourceSink } from '../directory-source.js';
 import { KubeClient, loadKubeconfig } from './client.js';
-import { KubernetesSource, type PolicySource, WATCHED_KINDS } from './kubernetes-source.js';
+import { KubernetesSource, type PolicySource, podOwner, WATCHED_KINDS } from './kubernetes-source.js';
 import { applyLinkerdCrds, describeWithKubeKit, type KubeKit, startKubeKit } from './testing/kube-kit.js';
 
 const net = (cidr: string) => ({ net: parseCidr(cidr) as NonNullable<ReturnType<typeof parseCidr>>, except: [] });
@@ -194,6 +194,36 @@ function snapshot(index: PolicyIndex): unknown {
   };
 }
 
+/** A sink feeding both indexes the same operations, as the controller's does. */
+function bothIndexes(index: PolicyIndex, endpoints: EndpointsIndex): SourceSink {
+  return {
+    update(fn) {
+      const ops: ((tx: IndexTx) => void)[] = [];
+      fn({ apply: (r) => ops.push((tx) => tx.apply(r)), delete: (k) => ops.push((tx) => tx.delete(k)) });
+      const replay = (tx: IndexTx) => {
+        for (const op of ops) op(tx);
+      };
+      index.update(replay);
+      endpoints.update(replay);
+    },
+  };
+}
+
+const ENDPOINT_PATHS = [`web.${NS}.svc.cluster.local:80`, '10.1.0.7:8080', '10.1.0.9:9999', '10.1.0.10:8080'];
+const endpointsView = (e: EndpointsIndex) => ENDPOINT_PATHS.map((p) => [p, e.resolve(p)]);
+
+describe('podOwner', () => {
+  const mk = (labels: Record<string, string>, ...refs: object[]) => ({ metadata: { name: 'p', namespace: 'n', labels, ownerReferences: refs } });
+  it('names the controller reference, a Deployment for its ReplicaSet', () => {
+    assert.equal(podOwner(mk({ 'pod-template-hash': '5d9c8' }, { kind: 'ReplicaSet', name: 'web-5d9c8', controller: true })), 'Deployment/web');
+    assert.equal(podOwner(mk({}, { kind: 'ReplicaSet', name: 'web-5d9c8', controller: true })), 'ReplicaSet/web-5d9c8');
+    assert.equal(podOwner(mk({ 'pod-template-hash': 'abc' }, { kind: 'StatefulSet', name: 'db', controller: true })), 'StatefulSet/db');
+    assert.equal(podOwner(mk({}, { kind: 'Node', name: 'n1' }, { kind: 'DaemonSet', name: 'agent', controller: true })), 'DaemonSet/agent');
+    assert.equal(podOwner(mk({}, { kind: 'ConfigMap', name: 'x' })), undefined);
+    assert.equal(podOwner({ metadata: { name: 'p' } }), undefined);
+  });
+});
+
 describe('WATCHED_KINDS', () => {
   it('names only versions ward decodes', () => {
     for (const k of WATCHED_KINDS) {
@@ -258,6 +288,9 @@ describeWithKubeKit('KubernetesSource against a real API server', () => {
 
   let kubeIndex: PolicyIndex;
   let dirIndex: PolicyIndex;
+  const endpointsConfig = { controlPlaneNamespace: 'linkerd', trustDomain: 'cluster.local' };
+  const kubeEndpoints = new EndpointsIndex(endpointsConfig);
+  const dirEndpoints = new EndpointsIndex(endpointsConfig);
   let kube: KubernetesSource;
   let dirSource: DirectorySource;
   const kubeChanges: ChangeSummary[] = [];
@@ -267,9 +300,15 @@ describeWithKubeKit('KubernetesSource against a real API server', () => {
     kubeIndex = new PolicyIndex(CONFIG);
     dirIndex = new PolicyIndex(CONFIG);
     const logger = createLogger({ level: 'info', destination: { write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>) } });
-    kube = new KubernetesSource({ client, sink: kubeIndex, logger, onChange: (c) => kubeChanges.push(c) });
+    kube = new KubernetesSource({ client, sink: bothIndexes(kubeIndex, kubeEndpoints), logger, onChange: (c) => kubeChanges.push(c) });
     stops.push(() => kube.stop());
-    dirSource = new DirectorySource({ dir, config: { controlPlaneNamespace: 'linkerd' }, sink: dirIndex, debounceMs: 20, onChange: (c) => dirChanges.push(c) });
+    dirSource = new DirectorySource({
+      dir,
+      config: { controlPlaneNamespace: 'linkerd' },
+      sink: bothIndexes(dirIndex, dirEndpoints),
+      debounceMs: 20,
+      onChange: (c) => dirChanges.push(c),
+    });
     stops.push(() => dirSource.stop());
     await kube.start();
     await dirSource.start();
@@ -313,6 +352,13 @@ describeWithKubeKit('KubernetesSource against a real API server', () => {
       kube.status().filter((s) => !s.ok),
       [],
     );
+    // The endpoints index agrees too, and the Service has its two ready pods.
+    assert.deepEqual(endpointsView(kubeEndpoints), endpointsView(dirEndpoints));
+    const svc = kubeEndpoints.resolve(`web.${NS}.svc.cluster.local:80`);
+    assert.deepEqual(svc.ok && svc.endpoints.map((e) => `${e.ip}:${e.port} ${e.identity}`), [
+      `10.1.0.7:8080 web.${NS}.serviceaccount.identity.linkerd.cluster.local`,
+      `10.1.0.8:8080 web.${NS}.serviceaccount.identity.linkerd.cluster.local`,
+    ]);
   });
 
   it('follows updates and deletes, and agrees with the directory source after each', async () => {
@@ -329,6 +375,7 @@ describeWithKubeKit('KubernetesSource against a real API server', () => {
     writeFileSync(join(dir, 'pods.yaml'), podFiles().replace(/apiVersion: v1\nkind: Pod\nmetadata:\n {2}name: web-1[\s\S]*?(?=---\n)---\n/, ''));
     await waitFor(() => kubeIndex.pod(NS, 'web-1') === undefined && dirIndex.pod(NS, 'web-1') === undefined, 'web-1 gone from both', WAIT_MS);
     await waitFor(() => JSON.stringify(snapshot(kubeIndex)) === JSON.stringify(snapshot(dirIndex)), 'agreement after deletes', WAIT_MS);
+    await waitFor(() => JSON.stringify(endpointsView(kubeEndpoints)) === JSON.stringify(endpointsView(dirEndpoints)), 'endpoints agreement', WAIT_MS);
     assert.deepEqual(
       kubeIndex
         .pods()

@@ -137,6 +137,32 @@ function sameContent(a: Resource, b: Resource): boolean {
   return deepEqual(strip(a), strip(b));
 }
 
+/**
+ * The workload a pod belongs to, as `kind/name` (the `owner` the directory source's workload
+ * expansion sets): its controller reference, with a ReplicaSet made of a Deployment (named
+ * `<deployment>-<pod-template-hash>`) standing for that Deployment, as Linkerd's destination
+ * labels endpoints.
+ */
+export function podOwner(o: KubeObject): string | undefined {
+  const refs = o.metadata.ownerReferences;
+  if (!Array.isArray(refs)) return undefined;
+  const ref = (refs as unknown[]).find(
+    (r): r is { kind: string; name: string } =>
+      typeof r === 'object' &&
+      r !== null &&
+      (r as { controller?: unknown }).controller === true &&
+      typeof (r as { kind?: unknown }).kind === 'string' &&
+      typeof (r as { name?: unknown }).name === 'string',
+  );
+  if (ref === undefined) return undefined;
+  const labels = o.metadata.labels as Record<string, unknown> | undefined;
+  const hash = labels?.['pod-template-hash'];
+  if (ref.kind === 'ReplicaSet' && typeof hash === 'string' && hash !== '' && ref.name.endsWith(`-${hash}`)) {
+    return `Deployment/${ref.name.slice(0, -(hash.length + 1))}`;
+  }
+  return `${ref.kind}/${ref.name}`;
+}
+
 /** Drops what ward never reads and what makes objects big (managedFields). */
 function slim(o: KubeObject): KubeObject {
   if (o.metadata.managedFields === undefined) return o;
@@ -435,7 +461,11 @@ export class KubernetesSource implements PolicySource {
     const admission = admitDocuments([documentFromObject(obj, path)]);
     const doc = admission.documents[0];
     st.diagnostics = admission.diagnostics;
-    const fresh = doc?.resource;
+    let fresh = doc?.resource;
+    if (fresh?.kind === 'Pod') {
+      const owner = podOwner(obj);
+      if (owner !== undefined) fresh = { ...fresh, owner };
+    }
     if (fresh !== undefined) {
       st.ok = !st.diagnostics.some(isError);
       const k = resourceKeyString(resourceKeyOf(fresh));
