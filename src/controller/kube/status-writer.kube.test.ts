@@ -25,6 +25,7 @@ const COLLECTIONS = [
   '/apis/policy.linkerd.io/v1alpha1/namespaces/app/authorizationpolicies',
   '/apis/policy.linkerd.io/v1beta3/namespaces/app/httproutes',
   '/apis/gateway.networking.k8s.io/v1/namespaces/app/httproutes',
+  '/apis/gateway.networking.k8s.io/v1/namespaces/app/grpcroutes',
 ];
 
 const MANIFESTS = `
@@ -71,6 +72,28 @@ metadata: {name: web-out, namespace: app}
 spec:
   parentRefs: [{group: core, kind: Service, name: web, port: 80}]
   rules: [{backendRefs: [{name: web, port: 80}, {name: gone, port: 80}]}]
+---
+apiVersion: policy.linkerd.io/v1beta3
+kind: Server
+metadata: {name: web-grpc, namespace: app}
+spec:
+  podSelector: {matchLabels: {app: web}}
+  port: 9090
+  proxyProtocol: gRPC
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: web-rpc, namespace: app}
+spec:
+  parentRefs: [{group: policy.linkerd.io, kind: Server, name: web-grpc}]
+  rules: [{matches: [{method: {service: web.Api}}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: web-rpc-http, namespace: app}
+spec:
+  parentRefs: [{group: policy.linkerd.io, kind: Server, name: web-grpc}]
+  rules: [{}]
 `;
 
 type Obj = { apiVersion: string; kind: string; metadata: Record<string, unknown>; status?: Record<string, unknown> };
@@ -246,6 +269,18 @@ describeWithKubeKit('StatusWriter against a real API server', () => {
     );
   });
 
+  it('a GRPCRoute wins a Server over an HTTPRoute (GEP-1426)', async () => {
+    await sync();
+    await writer.flush();
+    const reasons = async (kind: string, name: string) =>
+      (((await get(kind, name)).status?.parents ?? []) as { parentRef: { name: string }; conditions: Record<string, unknown>[] }[]).map((p) => [
+        p.parentRef.name,
+        ...p.conditions.map((c) => `${String(c.type)}=${String(c.status)}/${String(c.reason)}`),
+      ]);
+    assert.deepEqual(await reasons('grpcroutes', 'web-rpc'), [['web-grpc', 'Accepted=True/Accepted']]);
+    assert.deepEqual(await reasons('httproutes.gateway.networking.k8s.io', 'web-rpc-http'), [['web-grpc', 'Accepted=False/RouteReasonConflicted']]);
+  });
+
   it('recomputing an unchanged state writes nothing', async () => {
     await sync();
     await writer.flush();
@@ -256,6 +291,7 @@ describeWithKubeKit('StatusWriter against a real API server', () => {
           ['authorizationpolicy', 'allow-web'],
           ['httproutes.policy.linkerd.io', 'web-get'],
           ['httproutes.gateway.networking.k8s.io', 'web-out'],
+          ['grpcroutes', 'web-rpc'],
         ].map(async ([k, n]) => (await get(k as string, n as string)).metadata.resourceVersion),
       );
     const before = await rvs();
@@ -264,7 +300,8 @@ describeWithKubeKit('StatusWriter against a real API server', () => {
     await sync();
     await writer.flush();
     assert.equal(writer.stats.writes, writes);
-    assert.ok(writer.stats.skippedUnchanged >= skipped + 4);
+    // Two Servers, a policy, three HTTPRoutes and a GRPCRoute compared, none written.
+    assert.ok(writer.stats.skippedUnchanged >= skipped + 7);
     assert.deepEqual(await rvs(), before);
     assert.equal(writer.stats.errors, 0);
   });
