@@ -232,8 +232,8 @@ export class LeaderElection {
     this.#deadlineTimer = this.#timers.setTimeout(
       () => {
         if (!this.#leading) return;
-        if (this.isLeader())
-          this.#armDeadline(); // fired a little early
+        // Timers may fire a little early: then wait again for the real deadline.
+        if (this.isLeader()) this.#armDeadline();
         else this.#stopLeading('renew deadline passed');
       },
       Math.max(1, due),
@@ -244,7 +244,9 @@ export class LeaderElection {
     if (!this.#leading) return;
     this.#leading = false;
     this.#timers.clearTimeout(this.#deadlineTimer);
-    this.#log.warn({ lease: `${this.#namespace}/${this.#name}`, identity: this.#identity, why }, 'stopped leading');
+    const fields = { lease: `${this.#namespace}/${this.#name}`, identity: this.#identity, why };
+    if (why === 'stopping') this.#log.info(fields, 'stopped leading');
+    else this.#log.warn(fields, 'stopped leading');
     this.#opts.onStoppedLeading?.();
   }
 
