@@ -563,6 +563,30 @@ spec:
       );
       assert.match(up.stdout(), new RegExp(`pod other/${old[0]?.name}.*replaced by the new pods of Deployment/echo`));
     });
+
+    it('a template edited back before its new pods are ready keeps the running pods and drops the new ones', async () => {
+      const running = (await echoPods()).sort((x, y) => (x.name < y.name ? -1 : 1));
+      writeFileSync(join(flags, 'hold-v3'), '');
+      writeFileSync(join(dir, 'echo.yaml'), ECHO('v3', 'deny', flags));
+      await waitFor('the v3 pods started', async () => ((await echoPods()).length === 4 ? true : undefined), 30_000, 200);
+      writeFileSync(join(dir, 'echo.yaml'), ECHO('v2', 'all-authenticated', flags));
+      const after = await waitFor(
+        'the v3 pods gone',
+        async () => {
+          const pods = await echoPods();
+          return pods.length === 2 ? pods.sort((x, y) => (x.name < y.name ? -1 : 1)) : undefined;
+        },
+        30_000,
+        200,
+      );
+      // The same pods, never restarted, still ready and serving.
+      assert.deepEqual(
+        after.map((p) => [p.name, p.containers[0]?.pid, p.ready]),
+        running.map((p) => [p.name, p.containers[0]?.pid, true]),
+      );
+      assert.deepEqual(await answering(10), running.map((p) => p.name).sort());
+      rmSync(join(flags, 'hold-v3'));
+    });
   });
 
   it('ward logs -f follows new lines until Ctrl-C', async () => {
