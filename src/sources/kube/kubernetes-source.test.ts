@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -221,6 +223,67 @@ describe('podOwner', () => {
     assert.equal(podOwner(mk({}, { kind: 'Node', name: 'n1' }, { kind: 'DaemonSet', name: 'agent', controller: true })), 'DaemonSet/agent');
     assert.equal(podOwner(mk({}, { kind: 'ConfigMap', name: 'x' })), undefined);
     assert.equal(podOwner({ metadata: { name: 'p' } }), undefined);
+  });
+});
+
+describe('version discovery', () => {
+  it('watches the newest version ward decodes that the server serves', async () => {
+    // An older Linkerd: Servers served up to v1beta1, HTTPRoutes up to v1beta2, no Gateway API.
+    const served: Record<string, string[]> = {
+      '/apis/policy.linkerd.io/v1alpha1': ['servers', 'httproutes'],
+      '/apis/policy.linkerd.io/v1beta1': ['servers', 'httproutes'],
+      '/apis/policy.linkerd.io/v1beta2': ['httproutes'],
+    };
+    const lists: string[] = [];
+    const server = createServer((req, res) => {
+      const path = (req.url ?? '').split('?')[0] as string;
+      res.setHeader('content-type', 'application/json');
+      const resources = served[path];
+      if (resources !== undefined) {
+        res.end(JSON.stringify({ kind: 'APIResourceList', resources: resources.map((name) => ({ name })) }));
+      } else if (req.url?.includes('watch=true')) {
+        res.writeHead(200);
+        res.write('');
+      } else if (Object.entries(served).some(([gv, rs]) => rs.some((r) => path === `${gv}/${r}`))) {
+        lists.push(path);
+        res.end(JSON.stringify({ metadata: { resourceVersion: '1' }, items: [] }));
+      } else {
+        res.writeHead(404);
+        res.end(JSON.stringify({ kind: 'Status', code: 404, reason: 'NotFound' }));
+      }
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const client = new KubeClient({ server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, namespace: 'default', insecureSkipTlsVerify: false });
+    const source = new KubernetesSource({
+      client,
+      sink: new PolicyIndex(CONFIG),
+      kinds: WATCHED_KINDS.filter((k) => k.group !== ''),
+      reflector: { notFoundRetryMs: 60_000 },
+    });
+    try {
+      await source.start();
+      assert.deepEqual(
+        source.types().map((t) => `${t.plural}.${t.group}/${t.version}`),
+        [
+          'servers.policy.linkerd.io/v1beta1',
+          'serverauthorizations.policy.linkerd.io/v1beta1',
+          'authorizationpolicies.policy.linkerd.io/v1alpha1',
+          'meshtlsauthentications.policy.linkerd.io/v1alpha1',
+          'networkauthentications.policy.linkerd.io/v1alpha1',
+          'httproutes.policy.linkerd.io/v1beta2',
+          'httproutes.gateway.networking.k8s.io/v1',
+          'grpcroutes.gateway.networking.k8s.io/v1',
+        ],
+      );
+      assert.deepEqual(lists.sort(), ['/apis/policy.linkerd.io/v1beta1/servers', '/apis/policy.linkerd.io/v1beta2/httproutes']);
+      // Kinds the server does not serve count as synced and empty.
+      assert.equal(source.synced, true);
+    } finally {
+      await source.stop();
+      client.close();
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
   });
 });
 

@@ -348,10 +348,13 @@ export class KubernetesSource implements PolicySource {
       }
       return p;
     };
+    // All at once: an unreachable server costs one timeout, not one per group version.
+    const candidates = kinds.filter((k) => k.group !== '' && k.versions.length > 1);
+    await Promise.all(candidates.flatMap((k) => k.versions.map((v) => resourcesOf(`${k.group}/${v}`))));
     const out: ResourceType[] = [];
     for (const k of kinds) {
       let version = k.versions[0] as string;
-      if (k.group !== '' && k.versions.length > 1) {
+      if (candidates.includes(k)) {
         for (const v of k.versions) {
           if ((await resourcesOf(`${k.group}/${v}`))?.has(k.plural) === true) {
             version = v;
