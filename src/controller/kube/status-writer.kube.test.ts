@@ -1,12 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, before, it } from 'node:test';
 import { type ClusterConfig, PolicyIndex } from '../../index/index.js';
-import { decodeResource, documentFromObject, type Resource } from '../../manifest/index.js';
+import { customResourceDefinitions, decodeResource, documentFromObject, type Resource } from '../../manifest/index.js';
 import { waitFor } from '../../shared/testing/waits.js';
-import { KubeClient, loadKubeconfig } from '../../sources/index.js';
-import { applyLinkerdCrds, describeWithKubeKit, type KubeKit, startKubeKit } from '../../sources/kube/testing/kube-kit.js';
+import { KubeApiError, KubeClient, loadKubeconfig } from '../../sources/index.js';
+import { describeWithKubeKit, type KubeKit, startKubeKit } from '../../sources/kube/testing/kube-kit.js';
 import { LeaderElection } from './leader-election.js';
-import { policyStatusPrinterColumns, policyStatusSchema } from './status-schema.js';
 import { StatusWriter } from './status-writer.js';
 
 const CONFIG: ClusterConfig = {
@@ -26,6 +25,9 @@ const COLLECTIONS = [
   '/apis/policy.linkerd.io/v1beta3/namespaces/app/httproutes',
   '/apis/gateway.networking.k8s.io/v1/namespaces/app/httproutes',
   '/apis/gateway.networking.k8s.io/v1/namespaces/app/grpcroutes',
+  '/apis/policy.linkerd.io/v1alpha1/namespaces/app/meshtlsauthentications',
+  '/apis/policy.linkerd.io/v1alpha1/namespaces/app/networkauthentications',
+  '/apis/policy.linkerd.io/v1beta1/namespaces/app/serverauthorizations',
 ];
 
 const MANIFESTS = `
@@ -94,6 +96,32 @@ metadata: {name: web-rpc-http, namespace: app}
 spec:
   parentRefs: [{group: policy.linkerd.io, kind: Server, name: web-grpc}]
   rules: [{}]
+---
+apiVersion: policy.linkerd.io/v1alpha1
+kind: MeshTLSAuthentication
+metadata: {name: web-clients, namespace: app}
+spec:
+  identities: ["*.app.serviceaccount.identity.linkerd.cluster.local"]
+---
+apiVersion: policy.linkerd.io/v1alpha1
+kind: NetworkAuthentication
+metadata: {name: unused-nets, namespace: app}
+spec:
+  networks: [{cidr: 10.0.0.0/8}]
+---
+apiVersion: policy.linkerd.io/v1alpha1
+kind: AuthorizationPolicy
+metadata: {name: allow-mtls, namespace: app}
+spec:
+  targetRef: {group: policy.linkerd.io, kind: Server, name: web-grpc}
+  requiredAuthenticationRefs: [{group: policy.linkerd.io, kind: MeshTLSAuthentication, name: web-clients}]
+---
+apiVersion: policy.linkerd.io/v1beta1
+kind: ServerAuthorization
+metadata: {name: legacy, namespace: app}
+spec:
+  server: {selector: {matchLabels: {tier: none}}}
+  client: {unauthenticated: true}
 `;
 
 type Obj = { apiVersion: string; kind: string; metadata: Record<string, unknown>; status?: Record<string, unknown> };
@@ -107,11 +135,23 @@ describeWithKubeKit('StatusWriter against a real API server', () => {
   let writer: StatusWriter;
   const index = new PolicyIndex(CONFIG);
 
+  /** A LIST, waiting out the API server's 429 while a new CRD's storage initializes. */
+  async function listOnce(path: string): Promise<unknown> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return (await client.request({ method: 'GET', path })).body;
+      } catch (e) {
+        if (!(e instanceof KubeApiError && e.status === 429) || attempt > 30) throw e;
+        await new Promise((r) => setTimeout(r, (e.retryAfterSeconds ?? 1) * 1000));
+      }
+    }
+  }
+
   /** Lists every object and feeds the index and the writer, as the source does on a resync. */
   async function sync(): Promise<void> {
     const objects: Obj[] = [];
     for (const path of COLLECTIONS) {
-      const list = (await client.request({ method: 'GET', path })).body as { apiVersion: string; kind: string; items: Obj[] };
+      const list = (await listOnce(path)) as { apiVersion: string; kind: string; items: Obj[] };
       const [group, version] = path.startsWith('/api/v1') ? ['', 'v1'] : (path.split('/').slice(2, 4) as [string, string]);
       const kind = list.kind.replace(/List$/, '');
       for (const item of list.items) objects.push({ ...item, apiVersion: group === '' ? version : `${group}/${version}`, kind });
@@ -132,29 +172,10 @@ describeWithKubeKit('StatusWriter against a real API server', () => {
   before(async () => {
     kit = await startKubeKit();
     client = new KubeClient(loadKubeconfig(kit.kubeconfigPath));
-    await applyLinkerdCrds(kit);
-    // The kit's Linkerd CRDs give Servers and AuthorizationPolicies no status; ward's CRDs do
-    // (status subresource, schema and printer columns from status-schema.ts).
-    for (const crd of ['servers.policy.linkerd.io', 'authorizationpolicies.policy.linkerd.io']) {
-      const obj = JSON.parse(await kit.kubectl(['get', 'crd', crd, '-o', 'json'])) as {
-        spec: {
-          versions: { schema: { openAPIV3Schema: { properties: Record<string, unknown> } }; subresources?: unknown; additionalPrinterColumns?: unknown[] }[];
-        };
-      };
-      for (const v of obj.spec.versions) {
-        v.subresources = { status: {} };
-        v.schema.openAPIV3Schema.properties.status = policyStatusSchema();
-        v.additionalPrinterColumns = [...(v.additionalPrinterColumns ?? []), ...policyStatusPrinterColumns()];
-      }
-      await kit.kubectl(['replace', '-f', '-'], JSON.stringify(obj));
-    }
-    // The changed CRDs take effect asynchronously: wait until discovery lists the subresources.
-    for (let i = 0; ; i++) {
-      const doc = JSON.parse(await kit.kubectl(['get', '--raw', '/apis/policy.linkerd.io/v1beta3'])) as { resources: { name: string }[] };
-      if (doc.resources.some((r) => r.name === 'servers/status')) break;
-      if (i > 300) throw new Error('servers/status never appeared in discovery');
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    // ward's own CRDs: the status subresource, schema and printer columns on every kind.
+    const crds = customResourceDefinitions();
+    await kit.kubectl(['apply', '--server-side', '-f', '-'], JSON.stringify({ apiVersion: 'v1', kind: 'List', items: crds }));
+    await kit.kubectl(['wait', '--for=condition=Established', '--timeout=120s', ...crds.map((c) => `crd/${c.metadata.name}`)]);
     await kit.kubectl(['create', 'namespace', 'app']);
     await kit.kubectl(['create', 'namespace', 'linkerd']);
     await kit.kubectl(['apply', '-f', '-'], MANIFESTS);
@@ -281,6 +302,19 @@ describeWithKubeKit('StatusWriter against a real API server', () => {
     assert.deepEqual(await reasons('httproutes.gateway.networking.k8s.io', 'web-rpc-http'), [['web-grpc', 'Accepted=False/RouteReasonConflicted']]);
   });
 
+  it('authentications count the pod ports of the policies that require them; a ServerAuthorization names its unmatched selector', async () => {
+    await sync();
+    await writer.flush();
+    const summary = async (kind: string, name: string) => {
+      const o = await get(kind, name);
+      return [...conditionsOf(o).map((c) => `${String(c.type)}=${String(c.status)}/${String(c.reason)}`), o.status?.selectedPods, o.status?.selectedPorts];
+    };
+    assert.deepEqual(await summary('meshtlsauthentication', 'web-clients'), ['Accepted=True/Accepted', 'ResolvedRefs=True/ResolvedRefs', 1, 1]);
+    assert.deepEqual(await summary('networkauthentication', 'unused-nets'), ['Accepted=True/Accepted', 'ResolvedRefs=True/ResolvedRefs', 0, 0]);
+    assert.deepEqual(await summary('serverauthorization', 'legacy'), ['Accepted=True/Accepted', 'ResolvedRefs=False/TargetNotFound', 0, 0]);
+    assert.equal(conditionsOf(await get('serverauthorization', 'legacy'))[1]?.message, 'spec.server.selector matches no Server in namespace app');
+  });
+
   it('recomputing an unchanged state writes nothing', async () => {
     await sync();
     await writer.flush();
@@ -292,6 +326,8 @@ describeWithKubeKit('StatusWriter against a real API server', () => {
           ['httproutes.policy.linkerd.io', 'web-get'],
           ['httproutes.gateway.networking.k8s.io', 'web-out'],
           ['grpcroutes', 'web-rpc'],
+          ['meshtlsauthentication', 'web-clients'],
+          ['serverauthorization', 'legacy'],
         ].map(async ([k, n]) => (await get(k as string, n as string)).metadata.resourceVersion),
       );
     const before = await rvs();
@@ -300,8 +336,9 @@ describeWithKubeKit('StatusWriter against a real API server', () => {
     await sync();
     await writer.flush();
     assert.equal(writer.stats.writes, writes);
-    // Two Servers, a policy, three HTTPRoutes and a GRPCRoute compared, none written.
-    assert.ok(writer.stats.skippedUnchanged >= skipped + 7);
+    // Two Servers, two policies, three authentications and authorizations, three HTTPRoutes and
+    // a GRPCRoute compared, none written.
+    assert.ok(writer.stats.skippedUnchanged >= skipped + 11);
     assert.deepEqual(await rvs(), before);
     assert.equal(writer.stats.errors, 0);
   });
