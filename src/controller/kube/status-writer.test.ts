@@ -90,7 +90,11 @@ function setup(o: { leader?: () => boolean; wallMs?: () => number; rejected?: Ma
     debounceMs: 5,
     backoff: { minMs: 20, maxMs: 50 },
     ...(o.wallMs !== undefined ? { wallMs: o.wallMs } : {}),
-    rejectedReason: (ref) => o.rejected?.get(`${ref.kind}/${ref.name}`),
+    rejected: () =>
+      [...(o.rejected ?? [])].map(([k, reason]) => {
+        const [kind, name] = k.split('/') as [string, string];
+        return { group: 'policy.linkerd.io', kind, namespace: 'app', name, reason };
+      }),
   });
   /** Creates or updates an object: in the API, the index and the writer, as a source would. */
   const feed = (o: Obj) => {
@@ -181,6 +185,25 @@ describe('StatusWriter', () => {
     await t.writer.flush();
     assert.equal(t.api.patches.length, before + 1);
     assert.equal((t.statusOf(srv) as { selectedPods: number }).selectedPods, 1);
+  });
+
+  it('follows the Kubernetes source: objects from onObject, deletions forgotten', async () => {
+    const t = setup();
+    const type = { group: 'policy.linkerd.io', kind: 'Server' };
+    t.feed(pod('web-0'));
+    const srv = t.api.put(server('web-http'));
+    t.index.apply(decode(srv));
+    t.writer.onObject(type, 'app/web-http', srv);
+    await t.writer.flush();
+    assert.equal(t.api.patches.length, 1);
+    t.writer.onObject(type, 'app/web-http', undefined);
+    // A second pod would change the Server's counts: only a forgotten Server is not written.
+    t.feed(pod('web-1'));
+    await t.writer.flush();
+    assert.equal(t.api.patches.length, 1, 'a deleted object is not written');
+    t.writer.onObject(type, 'app/web-http', srv);
+    await t.writer.flush();
+    assert.equal(t.api.patches.length, 2);
   });
 
   it('retries server errors with backoff, and does not retry a rejected write until something changes', async () => {

@@ -52,11 +52,16 @@ export interface StatusWriterOptions {
   /** Wall-clock ms for lastTransitionTime; default Date.now. */
   readonly wallMs?: () => number;
   /**
-   * Why the source refused an object's latest version (it did not decode or pass admission), or
-   * undefined. The index then holds the last good version or nothing; either way the object gets
-   * Accepted=False with reason Invalid and this text.
+   * The objects whose latest version the source refused (it did not decode or pass admission),
+   * with why; read once per reconciliation. The index then holds the last good version or
+   * nothing; either way the object gets Accepted=False with reason Invalid and that text.
    */
-  readonly rejectedReason?: (ref: StatusObjectRef) => string | undefined;
+  readonly rejected?: () => Iterable<RejectedObject>;
+}
+
+/** An object the source refused, and why. */
+export interface RejectedObject extends StatusObjectRef {
+  readonly reason: string;
 }
 
 /** Identifies an object the writer tracks. */
@@ -180,6 +185,16 @@ function stamp(c: StatusCondition, previous: readonly Record<string, unknown>[],
   };
 }
 
+/** Marks a status Invalid when the source refused the object's latest version. */
+function withRejection(why: string | undefined, st: PolicyStatus | undefined): PolicyStatus | undefined {
+  if (why === undefined) return st;
+  const message = st === undefined ? why : `${why}; the previous version stays in force`;
+  const accepted: StatusCondition = { type: 'Accepted', status: 'False', reason: 'Invalid', message };
+  if (st !== undefined) return { ...st, conditions: [accepted, st.conditions[1]] };
+  const resolved: StatusCondition = { type: 'ResolvedRefs', status: 'Unknown', reason: 'Invalid', message: 'not evaluated: the object is invalid' };
+  return { conditions: [accepted, resolved], selectedPods: 0, selectedPorts: 0 };
+}
+
 /** Computes and writes status while this replica leads. See the module comment. */
 export class StatusWriter {
   readonly #client: KubeRequester;
@@ -192,7 +207,7 @@ export class StatusWriter {
   readonly #log: Logger;
   readonly #timers: Timers;
   readonly #wall: () => number;
-  readonly #rejected: ((ref: StatusObjectRef) => string | undefined) | undefined;
+  readonly #rejected: (() => Iterable<RejectedObject>) | undefined;
   readonly #objects = new Map<string, Tracked>();
   readonly #services = new Map<string, ServiceFacts>();
   #timer: unknown;
@@ -213,7 +228,7 @@ export class StatusWriter {
     this.#log = opts.logger ?? silentLogger();
     this.#timers = opts.timers ?? UNREF_TIMERS;
     this.#wall = opts.wallMs ?? Date.now;
-    this.#rejected = opts.rejectedReason;
+    this.#rejected = opts.rejected;
   }
 
   get stats(): StatusWriterStats {
@@ -275,7 +290,23 @@ export class StatusWriter {
   forget(obj: unknown): void {
     if (!isRecord(obj) || !isRecord(obj.metadata) || typeof obj.apiVersion !== 'string' || typeof obj.kind !== 'string') return;
     const { group } = splitApiVersion(obj.apiVersion);
-    const key = `${group}/${obj.kind}/${String(obj.metadata.namespace ?? '')}/${String(obj.metadata.name ?? '')}`;
+    this.#forgetKey(`${group}/${obj.kind}/${String(obj.metadata.namespace ?? '')}/${String(obj.metadata.name ?? '')}`);
+  }
+
+  /**
+   * KubernetesSource's `onObject` hook: `key` is `namespace/name`, `object` the object as the API
+   * has it, or undefined once deleted.
+   */
+  onObject(type: { readonly group: string; readonly kind: string }, key: string, object: unknown): void {
+    if (object !== undefined) {
+      this.observe(object);
+      return;
+    }
+    const slash = key.indexOf('/');
+    this.#forgetKey(`${type.group}/${type.kind}/${slash === -1 ? '' : key.slice(0, slash)}/${key.slice(slash + 1)}`);
+  }
+
+  #forgetKey(key: string): void {
     if (this.#services.delete(key)) this.schedule();
     this.#objects.delete(key);
   }
@@ -342,9 +373,11 @@ export class StatusWriter {
     if (!this.#isLeader()) return undefined;
     const view = new PolicyStatusView(this.#index, (ns, name) => this.#services.get(`/Service/${ns}/${name}`));
     const now = new Date(this.#wall()).toISOString().replace(/\.\d{3}Z$/, 'Z');
+    const rejected = new Map<string, string>();
+    for (const r of this.#rejected?.() ?? []) rejected.set(`${r.group}/${r.kind}/${r.namespace}/${r.name}`, r.reason);
     const pending: { obj: Tracked; status: Status; text: string }[] = [];
     for (const obj of this.#objects.values()) {
-      const desired = this.#desired(obj, view, now);
+      const desired = this.#desired(obj, view, now, rejected);
       if (desired === undefined) continue;
       if (desired.same) {
         this.#stats.skippedUnchanged++;
@@ -369,7 +402,7 @@ export class StatusWriter {
     return retryMs;
   }
 
-  #desired(obj: Tracked, view: PolicyStatusView, now: string): { status: Status; same: boolean } | undefined {
+  #desired(obj: Tracked, view: PolicyStatusView, now: string, rejected: ReadonlyMap<string, string>): { status: Status; same: boolean } | undefined {
     const ref = { kind: obj.kind, group: obj.group, namespace: obj.namespace, name: obj.name };
     if (obj.kind === 'HTTPRoute' || obj.kind === 'GRPCRoute') {
       const ours = view.routeParents(ref);
@@ -383,7 +416,7 @@ export class StatusWriter {
       const parents = [...unowned, ...mine] as Record<string, unknown>[];
       return { status: { parents }, same: sameParents(parents, current) };
     }
-    const st = this.#withRejection(ref, view.policyStatus(ref));
+    const st = withRejection(rejected.get(`${obj.group}/${obj.kind}/${obj.namespace}/${obj.name}`), view.policyStatus(ref));
     if (st === undefined) return undefined;
     const current = conditionsOf(obj.status.conditions);
     const conditions = st.conditions.map((c) => stamp(c, current, now, obj.generation));
@@ -393,17 +426,6 @@ export class StatusWriter {
       obj.status.selectedPorts === st.selectedPorts &&
       sameConditions(ours, conditions as unknown as Record<string, unknown>[]);
     return { status: { conditions, selectedPods: st.selectedPods, selectedPorts: st.selectedPorts }, same };
-  }
-
-  /** Marks a status Invalid when the source refused the object's latest version. */
-  #withRejection(ref: StatusObjectRef, st: PolicyStatus | undefined): PolicyStatus | undefined {
-    const why = this.#rejected?.(ref);
-    if (why === undefined) return st;
-    const message = st === undefined ? why : `${why}; the previous version stays in force`;
-    const accepted: StatusCondition = { type: 'Accepted', status: 'False', reason: 'Invalid', message };
-    if (st !== undefined) return { ...st, conditions: [accepted, st.conditions[1]] };
-    const resolved: StatusCondition = { type: 'ResolvedRefs', status: 'Unknown', reason: 'Invalid', message: 'not evaluated: the object is invalid' };
-    return { conditions: [accepted, resolved], selectedPods: 0, selectedPorts: 0 };
   }
 
   /** One server-side apply of `status`; resolves with a retry delay when it should be retried. */
