@@ -31,6 +31,17 @@ describe('ward restart: what the arguments name', () => {
     assert.equal(podsToRestart(pods, [], { allNamespaces: true }).length, pods.length);
   });
 
+  it('leaves the old pods of a rollout out of a workload and of --all', () => {
+    const rolling = [
+      { namespace: 'shop', name: 'api-6555984b8d-0', owner: 'Deployment/api', replaced: true as const },
+      { namespace: 'shop', name: 'api-7f87b76766-0', owner: 'Deployment/api' },
+    ];
+    assert.deepEqual(names(podsToRestart(rolling, ['deploy/api'], { namespace: 'shop' })), ['shop/api-7f87b76766-0']);
+    assert.deepEqual(names(podsToRestart(rolling, [], { namespace: 'shop', all: true })), ['shop/api-7f87b76766-0']);
+    // Named alone it is passed on: the mesh says why it cannot be restarted.
+    assert.deepEqual(names(podsToRestart(rolling, ['shop/api-6555984b8d-0'], {})), ['shop/api-6555984b8d-0']);
+  });
+
   it('says what is wrong', () => {
     assert.throws(() => podsToRestart(pods, [], {}), /name what to restart/);
     assert.throws(() => podsToRestart(pods, ['deploy/web'], {}), /deploy\/web: nothing to restart in this mesh/);

@@ -96,7 +96,7 @@ export class MeshPods {
     const list = [...this.#pods.values(), ...this.#retiring.values()].sort((a, b) => (a.key < b.key ? -1 : 1));
     return {
       pods: list.map((e) => {
-        if (e.pod !== undefined) return e.pod.status();
+        if (e.pod !== undefined) return this.#retiring.get(e.key) === e ? { ...e.pod.status(), replaced: true } : e.pod.status();
         const [namespace, name] = e.key.split('/') as [string, string];
         return {
           namespace,
@@ -142,6 +142,8 @@ export class MeshPods {
     return this.#serial(async () => {
       const key = `${namespace}/${name}`;
       const entry = this.#pods.get(key);
+      const retiring = this.#retiring.get(key);
+      if (retiring !== undefined) return { notFound: `pod ${key} is being replaced by the new pods of ${retiring.owner ?? 'its workload'}` };
       if (entry === undefined || this.#stopped) return { notFound: `no pod ${key} in this mesh` };
       this.#o.controller.recreatePod(namespace, name);
       this.#pods.delete(key);

@@ -80,6 +80,8 @@ export interface PodStatus {
   readonly containers: readonly ContainerStatus[];
   readonly proxy: { readonly state: 'waiting' | 'running' | 'terminated'; readonly ready: boolean; readonly restarts: number; readonly pid?: number } | null;
   readonly message?: string;
+  /** An old pod of a rollout: its workload's template changed; it runs until the new pods are ready. */
+  readonly replaced?: true;
 }
 
 interface AppContainer {

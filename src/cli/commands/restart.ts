@@ -7,6 +7,8 @@
  * - `deploy/web` (any workload kind: `sts`, `ds`, `rs`, `job`, `cj`), `deploy/NS/NAME`: the pods of
  *   that workload; a bare kind (`deploy`) every workload of that kind in the namespace;
  * - `--all`: every pod of the namespace (`-n`, default `default`); `-A` every pod of the mesh.
+ * The old pods of a rollout (`replaced`, running until their workload's new pods are ready) are
+ * left out of workloads and `--all`; named alone, the mesh refuses them.
  * A kind comes first: a namespace named like a kind is reached with `pod/NS/NAME`.
  */
 import type { Command } from '@commander-js/extra-typings';
@@ -17,7 +19,7 @@ import { callLocalApi, parsePodRef, requireLocalMesh } from '../local-client.js'
 
 /** What the arguments name, resolved against the mesh's pods (sorted, each once). */
 export function podsToRestart(
-  pods: readonly Pick<PodStatus, 'namespace' | 'name' | 'owner'>[],
+  pods: readonly Pick<PodStatus, 'namespace' | 'name' | 'owner' | 'replaced'>[],
   args: readonly string[],
   opts: { readonly namespace?: string | undefined; readonly all?: boolean | undefined; readonly allNamespaces?: boolean | undefined },
 ): { namespace: string; name: string }[] {
@@ -26,7 +28,7 @@ export function podsToRestart(
   const add = (p: Pick<PodStatus, 'namespace' | 'name'>) => chosen.set(`${p.namespace}/${p.name}`, { namespace: p.namespace, name: p.name });
   if (opts.all === true || opts.allNamespaces === true) {
     if (args.length > 0) throw new UsageError('give pods or workloads, or --all / -A, not both');
-    for (const p of pods) if (opts.allNamespaces === true || p.namespace === ns) add(p);
+    for (const p of pods) if (p.replaced !== true && (opts.allNamespaces === true || p.namespace === ns)) add(p);
     if (chosen.size === 0) throw new UsageError(opts.allNamespaces === true ? 'the mesh has no pods' : `no pods in namespace ${ns}`);
   } else {
     if (args.length === 0) throw new UsageError('name what to restart: NAMESPACE/POD, deploy/NAME (kubectl style), or --all');
@@ -41,7 +43,7 @@ export function podsToRestart(
 }
 
 function matchArg(
-  pods: readonly Pick<PodStatus, 'namespace' | 'name' | 'owner'>[],
+  pods: readonly Pick<PodStatus, 'namespace' | 'name' | 'owner' | 'replaced'>[],
   arg: string,
   namespace: string | undefined,
 ): Pick<PodStatus, 'namespace' | 'name'>[] {
@@ -62,9 +64,13 @@ function matchArg(
   if (kind.namespace !== undefined && namespace !== undefined && kind.namespace !== namespace)
     throw new UsageError(`${arg} is in namespace ${kind.namespace}, not ${namespace}`);
   const ns = kind.namespace ?? namespace ?? 'default';
+  // The old pods of a rollout are on their way out: a workload's pods are its current ones.
   return pods.filter(
     (p) =>
-      p.namespace === ns && p.owner !== null && p.owner.startsWith(`${kind.kind}/`) && (kind.name === undefined || p.owner === `${kind.kind}/${kind.name}`),
+      p.namespace === ns &&
+      p.replaced !== true &&
+      p.owner?.startsWith(`${kind.kind}/`) === true &&
+      (kind.name === undefined || p.owner === `${kind.kind}/${kind.name}`),
   );
 }
 
