@@ -185,6 +185,28 @@ function stamp(c: StatusCondition, previous: readonly Record<string, unknown>[],
   };
 }
 
+/** One object's state as a Kubernetes source reports it (`KubernetesSource#status()`). */
+export interface SourceObjectState {
+  readonly apiVersion: string;
+  readonly kind: string;
+  readonly namespace: string;
+  readonly name: string;
+  readonly ok: boolean;
+  readonly diagnostics: readonly { readonly severity: string; readonly code: string; readonly message: string }[];
+}
+
+/** The objects a source refused, for `StatusWriterOptions.rejected`: `() => rejectedObjects(source.status())`. */
+export function rejectedObjects(states: Iterable<SourceObjectState>): RejectedObject[] {
+  const out: RejectedObject[] = [];
+  for (const st of states) {
+    if (st.ok) continue;
+    const errors = st.diagnostics.filter((d) => d.severity === 'error').map((d) => `${d.code} ${d.message}`);
+    const { group } = splitApiVersion(st.apiVersion);
+    out.push({ group, kind: st.kind, namespace: st.namespace, name: st.name, reason: errors.join('; ') || 'the object is invalid' });
+  }
+  return out;
+}
+
 /** Marks a status Invalid when the source refused the object's latest version. */
 function withRejection(why: string | undefined, st: PolicyStatus | undefined): PolicyStatus | undefined {
   if (why === undefined) return st;
