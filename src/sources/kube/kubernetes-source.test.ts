@@ -357,13 +357,23 @@ describeWithKubeKit('KubernetesSource against a real API server', () => {
   let kube: KubernetesSource;
   let dirSource: DirectorySource;
   const kubeChanges: ChangeSummary[] = [];
+  const objects: { kind: string; key: string; hasStatus: boolean }[] = [];
   const dirChanges: ChangeSummary[] = [];
 
   it('feeds a PolicyIndex exactly as the directory source does, given the same objects', async () => {
     kubeIndex = new PolicyIndex(CONFIG);
     dirIndex = new PolicyIndex(CONFIG);
     const logger = createLogger({ level: 'info', destination: { write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>) } });
-    kube = new KubernetesSource({ client, sink: bothIndexes(kubeIndex, kubeEndpoints), logger, onChange: (c) => kubeChanges.push(c) });
+    kube = new KubernetesSource({
+      client,
+      sink: bothIndexes(kubeIndex, kubeEndpoints),
+      logger,
+      onChange: (c) => kubeChanges.push(c),
+      onObject: (t, key, o) => {
+        const status = o?.status;
+        objects.push({ kind: t.kind, key, hasStatus: typeof status === 'object' && status !== null && 'parents' in status });
+      },
+    });
     stops.push(() => kube.stop());
     dirSource = new DirectorySource({
       dir,
@@ -393,8 +403,10 @@ describeWithKubeKit('KubernetesSource against a real API server', () => {
         'GRPCRoute gateway.networking.k8s.io/v1',
       ],
     );
-    // The initial state arrives as one transaction.
+    // The initial state arrives as one transaction, every object heard of on the way.
     assert.equal(kubeChanges.length, 1);
+    assert.equal(kube.batches, 1);
+    assert.ok(objects.some((o) => o.kind === 'Server' && o.key === `${NS}/web-http`));
     const kubeView = snapshot(kubeIndex);
     assert.deepEqual(kubeView, snapshot(dirIndex));
     // Not vacuous: three meshed pods, the web pods' ports bound to their Servers.
@@ -500,9 +512,18 @@ describeWithKubeKit('KubernetesSource against a real API server', () => {
     const rv = await kit.kubectl(['-n', NS, 'get', 'serviceaccount', 'web', '-o', 'jsonpath={.metadata.resourceVersion}']);
     await waitFor(() => kube.status().find((s) => s.kind === 'ServiceAccount' && s.name === 'web')?.resourceVersion === rv, 'the later change', WAIT_MS);
     assert.equal(kube.batches, batches + 1);
+    // Both batches are reported (a status writer hears of the first), only one applied anything.
     assert.deepEqual(
-      kubeChanges.slice(changesBefore).map((c) => [c.applied, c.deleted]),
+      kubeChanges
+        .slice(changesBefore)
+        .map((c) => [c.applied, c.deleted])
+        .filter(([a, d]) => (a as number) + (d as number) > 0),
       [[1, 0]],
+    );
+    assert.ok(kubeChanges.slice(changesBefore).some((c) => c.files.includes(`/apis/policy.linkerd.io/v1beta3/namespaces/${NS}/httproutes/web-get`)));
+    assert.ok(
+      objects.some((o) => o.key === `${NS}/web-get` && o.kind === 'HTTPRoute' && o.hasStatus),
+      'the raw object, status included, reached onObject',
     );
   });
 });

@@ -89,7 +89,10 @@ export interface KubernetesSourceOptions {
   readonly kinds?: readonly WatchedKind[];
   /** Reflector settings (backoff, page size, retry of types not served). */
   readonly reflector?: Pick<ReflectorOptions, 'backoff' | 'pageSize' | 'notFoundRetryMs' | 'notFoundGraceMs' | 'watchTimeoutSeconds'>;
-  /** Called after each applied batch (and after the initial one). */
+  /**
+   * Called after each batch that saw objects change (also when none of them changed what the
+   * sink holds: a status write, a rejected version), and after the initial one.
+   */
   readonly onChange?: (summary: ChangeSummary) => void;
   /**
    * Hears every object of a batch as the API has it (generation, status), before it is decoded:
@@ -414,7 +417,7 @@ export class KubernetesSource implements PolicySource {
       const reflector = this.#reflectors[Number(id.slice(0, bar))];
       if (reflector === undefined) continue;
       const obj = reflector.get(id.slice(bar + 1));
-      this.#opts.onObject?.(reflector.type, id.slice(bar + 1), obj);
+      this.#notifyObject(reflector.type, id.slice(bar + 1), obj);
       const st = this.#objects.get(id);
       if (obj === undefined) {
         if (st === undefined) continue;
@@ -427,6 +430,16 @@ export class KubernetesSource implements PolicySource {
       paths.push(this.#process(id, reflector.type, obj, st, now, dirty));
     }
     this.#apply(dirty, startedAtMs, paths.sort());
+  }
+
+  #notifyObject(type: ResourceType, key: string, obj: KubeObject | undefined): void {
+    if (this.#opts.onObject === undefined) return;
+    try {
+      this.#opts.onObject(type, key, obj);
+    } catch (err) {
+      // A listener's bug must not cost the indexes this batch.
+      this.#log.error({ err: errorMessage(err) }, 'object listener threw');
+    }
   }
 
   /** Forgets that object `id` holds resource `r` (it was deleted). */
@@ -532,7 +545,7 @@ export class KubernetesSource implements PolicySource {
     this.#retry = new Set();
     for (const r of applies) this.#applied.set(resourceKeyString(resourceKeyOf(r)), r);
     for (const k of deletes) this.#applied.delete(resourceKeyString(k));
-    if (applies.length + deletes.length > 0 || !this.#initialReported) {
+    if (applies.length + deletes.length > 0 || paths.length > 0 || !this.#initialReported) {
       this.#initialReported = true;
       this.#opts.onChange?.({ applied: applies.length, deleted: deletes.length, files: paths, startedAtMs });
     }
