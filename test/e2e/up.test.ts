@@ -204,6 +204,8 @@ interface PodJson {
   namespace: string;
   name: string;
   owner: string | null;
+  /** An old pod of a rollout. */
+  replaced?: true;
   ip: string;
   ready: boolean;
   restarts: number;
@@ -539,7 +541,8 @@ spec:
       // The running pods keep what they were created with, stay ready and keep answering the Service.
       for (const p of old) {
         assert.equal((await fetch(`http://${p.ip}:8080/`)).status, 200, `${p.name} keeps all-unauthenticated`);
-        assert.equal((await pod('other', p.name)).ready, true);
+        const now = await pod('other', p.name);
+        assert.deepEqual([now.ready, now.replaced], [true, true]);
       }
       assert.deepEqual(await answering(10), old.map((p) => p.name).sort());
 
