@@ -2,12 +2,10 @@
  * The `ward` executable: one binary, one subcommand per role. Exit statuses follow CLI.md:
  * 0 success, 1 a check or test failed, 2 bad usage or unreadable input.
  */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { Command, CommanderError, Option, type OptionValues } from '@commander-js/extra-typings';
 import pc from 'picocolors';
 import { QueryError } from '../index/index.js';
-import { packageRootOf } from '../shared/index.js';
+import { packageVersionOf } from '../shared/index.js';
 import { clusterConfig } from './cluster-config.js';
 import { printAuthz, runAuthz } from './commands/authz.js';
 import { runCheck, statusOf } from './commands/check.js';
@@ -108,8 +106,7 @@ class InputError extends Error {
 
 /** The version in ward's package.json. */
 function wardVersion(): string {
-  const manifest = JSON.parse(readFileSync(join(packageRootOf(import.meta.url), 'package.json'), 'utf8')) as { version?: unknown };
-  return typeof manifest.version === 'string' ? manifest.version : 'unknown';
+  return packageVersionOf(import.meta.url);
 }
 
 /** Builds the command tree. `result` receives each command's exit status. */

@@ -7,9 +7,20 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { GrpcServerHandle } from '../api/index.js';
 import { type Diagnostic, serviceAccountIdentity } from '../core/index.js';
-import { CertificateAuthority, IDENTITY_FILES, type Issuer, IssuerReloader, LocalTokenAuthenticator, type ServerCredentials } from '../identity/index.js';
+import {
+  CertificateAuthority,
+  IDENTITY_FILES,
+  type Issuer,
+  IssuerReloader,
+  LocalTokenAuthenticator,
+  type ServerCredentials,
+  type TokenAuthenticator,
+  TokenReviewAuthenticator,
+  type TokenReviewStatus,
+} from '../identity/index.js';
 import type { ClusterConfig } from '../index/index.js';
 import { type Logger, MeshError, type Registry } from '../shared/index.js';
+import type { KubeRequester } from '../sources/index.js';
 import type { ControllerOptions } from './controller-types.js';
 import type { ShutdownStack } from './shutdown-stack.js';
 
@@ -42,7 +53,10 @@ export async function startControllerIdentity(opts: ControllerOptions, registry:
   // Set once the serving certificate renews: issuer changes before then are the start-up's business.
   let renewing: ServerCertificate | undefined;
   const reloader = await loadIssuer(opts.identityDir, log, cleanups, () => renewing);
-  const authenticator = await loadTokenAuthenticator(opts.identityDir);
+  const authenticator: TokenAuthenticator =
+    opts.kubernetes !== undefined
+      ? new TokenReviewAuthenticator({ review: tokenReviewer(opts.kubernetes.client) })
+      : await loadTokenAuthenticator(opts.identityDir);
   const ca = new CertificateAuthority({
     issuer: reloader,
     authenticator,
@@ -83,6 +97,24 @@ async function loadIssuer(dir: string, log: Logger, cleanups: ShutdownStack, ren
     throw new MeshError('ERR_IDENTITY', `cannot load the identity issuer from ${dir}:\n${describeDiagnostics(loaded.diagnostics)}`);
   }
   return reloader;
+}
+
+/**
+ * Asks the API server about a token: creates an `authentication.k8s.io/v1` TokenReview and answers
+ * its status. Rejects when the review cannot be made (unreachable, RBAC), which the CA reports as
+ * UNAVAILABLE rather than as a refused token.
+ */
+export function tokenReviewer(client: KubeRequester): (token: string, audiences: readonly string[]) => Promise<TokenReviewStatus> {
+  return async (token, audiences) => {
+    const res = await client.request({
+      method: 'POST',
+      path: '/apis/authentication.k8s.io/v1/tokenreviews',
+      body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token, audiences: [...audiences] } },
+      timeoutMs: 10_000,
+    });
+    const body = res.body as { status?: TokenReviewStatus } | undefined;
+    return body?.status ?? {};
+  };
 }
 
 /** The authenticator of ServiceAccount tokens, from the identity directory's signing key. */

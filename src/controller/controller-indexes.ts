@@ -1,12 +1,13 @@
 /**
- * The controller's indexes and what feeds them: the directory source's batches are applied to the
- * policy index and the endpoints index alike, with local pod addresses filled in on the way.
+ * The controller's indexes and what feeds them: the source's batches (a directory's manifests, or
+ * the Kubernetes API's objects) are applied to the policy index and the endpoints index alike,
+ * with local pod addresses filled in on the way.
  */
 import { performance } from 'node:perf_hooks';
 import { EndpointsIndex, type IndexTx, PolicyIndex, resourceKey } from '../index/index.js';
 import { type Pod, type Resource, type ResourceKey, resourceKeyString } from '../manifest/index.js';
-import type { Logger, Registry } from '../shared/index.js';
-import { DirectorySource, type SourceTx } from '../sources/index.js';
+import { type Logger, MeshError, type Registry } from '../shared/index.js';
+import { DirectorySource, type KubeObject, KubernetesSource, type PolicySource, type ResourceType, type SourceTx } from '../sources/index.js';
 import { ControllerMetrics } from './controller-metrics.js';
 import type { ControllerOptions } from './controller-types.js';
 import type { ShutdownStack } from './shutdown-stack.js';
@@ -15,7 +16,9 @@ import type { ShutdownStack } from './shutdown-stack.js';
 export interface ControllerIndexes {
   readonly index: PolicyIndex;
   readonly endpoints: EndpointsIndex;
-  readonly source: DirectorySource;
+  readonly source: PolicySource;
+  /** The Kubernetes source, in Kubernetes mode. */
+  readonly kubernetes: KubernetesSource | undefined;
   readonly metrics: ControllerMetrics;
   /** The resources in force, by `resourceKeyString`. */
   readonly inForce: ReadonlyMap<string, Resource>;
@@ -25,8 +28,25 @@ export interface ControllerIndexes {
 
 type SourceOp = { op: 'apply'; r: Resource } | { op: 'delete'; k: ResourceKey };
 
-/** Creates the indexes and starts the directory source on them (stopped by `cleanups`). */
-export async function startIndexes(opts: ControllerOptions, registry: Registry, log: Logger, cleanups: ShutdownStack): Promise<ControllerIndexes> {
+/** What the source's listeners hear besides the sink (Kubernetes mode's status writer). */
+export interface SourceListeners {
+  /** Every object of a batch as the API has it (undefined: deleted), before it is decoded. */
+  onObject?: (type: ResourceType, key: string, object: KubeObject | undefined) => void;
+  /** After each batch the indexes applied. */
+  onBatch?: () => void;
+}
+
+/**
+ * Creates the indexes and starts the source on them (stopped by `cleanups`): resolves once the
+ * source's initial state is in the indexes (in Kubernetes mode, after every list).
+ */
+export async function startIndexes(
+  opts: ControllerOptions,
+  registry: Registry,
+  log: Logger,
+  cleanups: ShutdownStack,
+  listeners: SourceListeners = {},
+): Promise<ControllerIndexes> {
   const cluster = opts.cluster;
   const index = new PolicyIndex(cluster);
   const endpoints = new EndpointsIndex({
@@ -34,26 +54,41 @@ export async function startIndexes(opts: ControllerOptions, registry: Registry, 
     controlPlaneNamespace: cluster.controlPlaneNamespace,
     trustDomain: cluster.trustDomain,
   });
-  let source: DirectorySource | undefined;
+  let source: PolicySource | undefined;
   const metrics = new ControllerMetrics(registry, () => source, index);
   const sink = makeIndexSink(opts, log, { index, endpoints, metrics, source: () => source });
-  source = new DirectorySource({
-    dir: opts.manifestsDir,
-    config: { controlPlaneNamespace: cluster.controlPlaneNamespace },
-    sink,
-    logger: log,
-    debounceMs: opts.debounceMs ?? 20,
-    ...(opts.rescanIntervalMs !== undefined ? { rescanIntervalMs: opts.rescanIntervalMs } : {}),
-    ...(opts.podNames !== undefined ? { podNames: opts.podNames } : {}),
-    onChange: (s) => {
-      if (s.applied + s.deleted > 0)
-        log.info({ applied: s.applied, deleted: s.deleted, files: s.files.length, ms: Date.now() - s.startedAtMs }, 'manifests applied');
-    },
-  });
-  await source.start();
+  const onChange = (s: { applied: number; deleted: number; files: readonly string[]; startedAtMs: number }, msg: string) => {
+    if (s.applied + s.deleted > 0) log.info({ applied: s.applied, deleted: s.deleted, files: s.files.length, ms: Date.now() - s.startedAtMs }, msg);
+    listeners.onBatch?.();
+  };
+  let kubernetes: KubernetesSource | undefined;
+  if (opts.kubernetes !== undefined) {
+    if (opts.manifestsDir !== undefined) throw new MeshError('ERR_CONFIG', 'the controller reads either a manifests directory or the Kubernetes API, not both');
+    kubernetes = new KubernetesSource({
+      client: opts.kubernetes.client,
+      sink,
+      logger: log,
+      onChange: (s) => onChange(s, 'objects applied'),
+      ...(listeners.onObject !== undefined ? { onObject: listeners.onObject } : {}),
+    });
+    source = kubernetes;
+  } else {
+    if (opts.manifestsDir === undefined) throw new MeshError('ERR_CONFIG', 'the controller needs a manifests directory or Kubernetes mode');
+    source = new DirectorySource({
+      dir: opts.manifestsDir,
+      config: { controlPlaneNamespace: cluster.controlPlaneNamespace },
+      sink,
+      logger: log,
+      debounceMs: opts.debounceMs ?? 20,
+      ...(opts.rescanIntervalMs !== undefined ? { rescanIntervalMs: opts.rescanIntervalMs } : {}),
+      onChange: (s) => onChange(s, 'manifests applied'),
+    });
+  }
   const src = source;
+  // Pushed before start: a source stopped while its first list is still out ends that start.
   cleanups.push(() => src.stop());
-  return { index, endpoints, source: src, metrics, inForce: sink.inForce, changeStartedAt: sink.changeStartedAt };
+  await src.start();
+  return { index, endpoints, source: src, kubernetes, metrics, inForce: sink.inForce, changeStartedAt: sink.changeStartedAt };
 }
 
 /** The source's sink: applies each batch to both indexes and remembers the resources in force. */
@@ -64,7 +99,7 @@ function makeIndexSink(
     readonly index: PolicyIndex;
     readonly endpoints: EndpointsIndex;
     readonly metrics: ControllerMetrics;
-    readonly source: () => DirectorySource | undefined;
+    readonly source: () => PolicySource | undefined;
   },
 ): { update(fn: (tx: SourceTx) => void): void; readonly inForce: ReadonlyMap<string, Resource>; changeStartedAt(): number } {
   const inForce = new Map<string, Resource>();

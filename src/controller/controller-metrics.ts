@@ -1,7 +1,7 @@
 /** The controller's own metric families: policy and destination streams, updates, source batches and files, indexed pods. */
 import type { PolicyIndex } from '../index/index.js';
 import { type Counter, type Gauge, type Histogram, promClient, type Registry } from '../shared/index.js';
-import type { DirectorySource } from '../sources/index.js';
+import type { PolicySource } from '../sources/index.js';
 
 /** Controller metrics of its own (the CA registers the certificate metrics). */
 export class ControllerMetrics {
@@ -11,7 +11,7 @@ export class ControllerMetrics {
   readonly destinationStreams: Gauge;
   readonly batches: Counter;
 
-  constructor(registry: Registry, source: () => DirectorySource | undefined, index: PolicyIndex) {
+  constructor(registry: Registry, source: () => PolicySource | undefined, index: PolicyIndex) {
     const registers = [registry];
     const { Counter, Gauge, Histogram } = promClient();
     this.watchStreams = new Gauge({ name: 'ward_policy_watch_streams', help: 'Open InboundServerPolicies/WatchPort streams', registers });
@@ -30,7 +30,7 @@ export class ControllerMetrics {
     this.batches = new Counter({ name: 'ward_source_batches_total', help: 'Change batches applied from the manifests directory', registers });
     new Gauge({
       name: 'ward_source_files',
-      help: 'Manifest files by load state (error = the last good version stays in force)',
+      help: 'Source inputs (manifest files, or Kubernetes objects) by load state (error = the last good version stays in force)',
       labelNames: ['state'] as const,
       registers,
       collect() {

@@ -1,6 +1,7 @@
 /** What the controller is started with and what it hands back: the types startController's builders share. */
 import type { ClusterConfig, EndpointsIndex, PolicyIndex } from '../index/index.js';
 import type { Logger, Registry } from '../shared/index.js';
+import type { KubeClient } from '../sources/index.js';
 
 /** A listen address. */
 export interface ListenAddress {
@@ -24,9 +25,38 @@ export const DEFAULT_LISTEN: ControllerListen = {
   admin: { host: '127.0.0.1', port: 9990 },
 };
 
+/**
+ * Kubernetes mode: the API server is the source (list+watch), tokens are authenticated with
+ * TokenReview, the admission webhooks are served, and the replica that holds the Lease writes status.
+ */
+export interface KubernetesControllerOptions {
+  readonly client: KubeClient;
+  /** The control plane's namespace: the Lease and the controller's Service live there. */
+  readonly namespace: string;
+  /** This replica's name, the Lease's holder identity (the pod name). */
+  readonly podName: string;
+  /** The admission webhooks' listener and serving certificate; none: no webhooks. */
+  readonly webhook?: { readonly listen: ListenAddress; readonly certFile: string; readonly keyFile: string } | undefined;
+  /** The image injected pods run their proxy and proxy-init from. */
+  readonly proxyImage: string;
+  readonly proxyImagePullPolicy?: string | undefined;
+  /** The Service whose ClusterIP injected proxies dial (default `ward-controller`). */
+  readonly controllerService?: string | undefined;
+  /** Where injected proxies reach the controller, instead of that Service's ClusterIP. */
+  readonly controllerHost?: string | undefined;
+  /** Lease timing (client-go's defaults: 15 s, 10 s, 2 s). */
+  readonly leaseDurationMs?: number | undefined;
+  readonly renewDeadlineMs?: number | undefined;
+  readonly retryPeriodMs?: number | undefined;
+}
+
 /** Settings of `startController`. */
 export interface ControllerOptions {
-  readonly manifestsDir: string;
+  /** The directory source's manifests (local mode); exactly one of this and `kubernetes`. */
+  readonly manifestsDir?: string | undefined;
+  /** Kubernetes mode (`ward controller --kubernetes`). */
+  readonly kubernetes?: KubernetesControllerOptions | undefined;
+  /** Trust anchors and issuer (in Kubernetes, mounted from the issuer Secret and the trust-roots ConfigMap). */
   readonly identityDir: string;
   readonly cluster: ClusterConfig;
   /** DNS suffix of Service names (default `cluster.local`). */
@@ -77,6 +107,8 @@ export interface RunningController {
   readonly index: PolicyIndex;
   readonly endpoints: EndpointsIndex;
   readonly registry: Registry;
+  /** Kubernetes mode: whether this replica holds the Lease, where its webhooks listen, where proxies dial. */
+  readonly kubernetes?: { isLeader(): boolean; readonly webhookPort: number | undefined; readonly controllerHost: string } | undefined;
   /**
    * Creates the pod again from its definition, as deleting a pod does in a cluster: the
    * namespace's `config.linkerd.io/*` annotations are copied anew (the pod-creation rule), and

@@ -1,11 +1,12 @@
 /**
- * `ward controller`: the control plane. Wires the directory source into the policy index and
- * the endpoints index, and serves the proxies:
+ * `ward controller`: the control plane. Wires a source (a directory of manifests, or the
+ * Kubernetes API) into the policy index and the endpoints index, and serves the proxies:
  *
- *   manifests dir -> DirectorySource -> sink -> PolicyIndex   -> InboundServerPolicies (8090)
- *                                            -> EndpointsIndex -> Destination (8086)
- *   identity dir  -> IssuerReloader  -> CertificateAuthority  -> Identity/Certify (8080)
+ *   manifests dir  -> DirectorySource  -> sink -> PolicyIndex   -> InboundServerPolicies (8090)
+ *   Kubernetes API -> KubernetesSource -/      -> EndpointsIndex -> Destination (8086)
+ *   identity dir   -> IssuerReloader  -> CertificateAuthority   -> Identity/Certify (8080)
  *   admin (9990): /metrics, /ready, /live, JSON API
+ *   Kubernetes mode: webhooks (9443), status written by the Lease holder
  *
  * The gRPC servers speak TLS with a certificate the controller issues itself from the current
  * issuer, for the control plane's identities (`linkerd-identity.<ns>…`, `linkerd-destination.<ns>…`),
@@ -17,16 +18,17 @@ import { type Diagnostic, serviceAccountIdentity } from '../core/index.js';
 import type { Issuer, IssuerReloader } from '../identity/index.js';
 import { type Resource, resourceKeyString } from '../manifest/index.js';
 import { createRegistry, type Logger, MeshError, type Registry, silentLogger } from '../shared/index.js';
-import type { DirectorySource } from '../sources/index.js';
+import type { FileStatus } from '../sources/index.js';
 import type { ResourceEntry } from './admin-api.js';
 import { type AdminServer, startAdminServer } from './admin-server.js';
 import { startGrpcServers } from './controller-grpc.js';
 import { startControllerIdentity } from './controller-identity.js';
 import { type ControllerIndexes, startIndexes } from './controller-indexes.js';
+import { type KubernetesSide, StatusFeed, startKubernetesSide } from './controller-kubernetes.js';
 import { type ControllerListen, type ControllerOptions, DEFAULT_LISTEN, type ListenAddress, type RunningController } from './controller-types.js';
 import { ShutdownStack } from './shutdown-stack.js';
 
-export type { ControllerListen, ControllerOptions, ListenAddress, RunningController } from './controller-types.js';
+export type { ControllerListen, ControllerOptions, KubernetesControllerOptions, ListenAddress, RunningController } from './controller-types.js';
 export { DEFAULT_LISTEN } from './controller-types.js';
 
 /** Starts the controller. Throws `MeshError` (`ERR_IDENTITY`, `ERR_LISTEN`, …) when it cannot start. */
@@ -39,8 +41,12 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
 
   try {
     const identity = await startControllerIdentity(opts, registry, log, cleanups);
-    const indexes = await startIndexes(opts, registry, log, cleanups);
+    const feed = opts.kubernetes !== undefined ? new StatusFeed() : undefined;
+    const indexes = await startIndexes(opts, registry, log, cleanups, feed?.listeners);
     const grpc = await startGrpcServers(opts, listen, identity, indexes, log, cleanups);
+    let kube: KubernetesSide | undefined;
+    if (opts.kubernetes !== undefined && feed !== undefined)
+      kube = await startKubernetesSide({ ...opts, kubernetes: opts.kubernetes }, identity, indexes, feed, log, cleanups);
     let ready = false;
     const admin = await startAdmin(opts, listen.admin, { registry, log, reloader: identity.reloader, indexes, isReady: () => ready });
     cleanups.push(() => admin.close());
@@ -51,6 +57,12 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
         identity: `${listen.identity.host}:${grpc.identity.port}`,
         destination: `${listen.destination.host}:${grpc.destination.port}`,
         admin: `${listen.admin.host}:${admin.port}`,
+        ...(kube !== undefined
+          ? {
+              webhooks: kube.webhook !== undefined ? `${opts.kubernetes?.webhook?.listen.host}:${kube.webhook.port}` : null,
+              controllerHost: kube.controllerHost,
+            }
+          : {}),
         pods: indexes.index.pods().length,
       },
       'controller ready',
@@ -65,6 +77,9 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
       index: indexes.index,
       endpoints: indexes.endpoints,
       registry,
+      ...(kube !== undefined
+        ? { kubernetes: { isLeader: () => (kube as KubernetesSide).leader.isLeader(), webhookPort: kube.webhook?.port, controllerHost: kube.controllerHost } }
+        : {}),
       recreatePod: (namespace, name) => indexes.source.recreatePod(namespace, name),
       close: () => {
         ready = false;
@@ -97,7 +112,8 @@ async function startAdmin(opts: ControllerOptions, at: ListenAddress, { registry
         view: { config: cluster, index: indexes.index },
         isReady,
         settings: () => ({
-          manifestsDir: opts.manifestsDir,
+          manifestsDir: opts.manifestsDir ?? null,
+          kubernetes: opts.kubernetes !== undefined,
           identityDir: opts.identityDir,
           defaultPolicy: cluster.defaultPolicy,
           trustDomain: cluster.trustDomain,
@@ -123,7 +139,7 @@ async function startAdmin(opts: ControllerOptions, at: ListenAddress, { registry
 }
 
 /** The resources in force, with the diagnostics of their file that name them. */
-function resourceEntries(inForce: ReadonlyMap<string, Resource>, files: ReturnType<DirectorySource['status']>): ResourceEntry[] {
+function resourceEntries(inForce: ReadonlyMap<string, Resource>, files: readonly FileStatus[]): ResourceEntry[] {
   const retained = new Set<string>();
   const diagnosticsOf = new Map<string, Diagnostic[]>();
   for (const f of files) {

@@ -28,3 +28,9 @@ export function packageRootOf(moduleUrl: string): string {
 export function nativeAddonPath(name: string, moduleUrl: string, abi: string = process.versions.modules): string {
   return join(packageRootOf(moduleUrl), 'native', 'build', `node-v${abi}`, `${name}.node`);
 }
+
+/** The version in ward's package.json, found from the module at `moduleUrl` ('unknown' when it has none). */
+export function packageVersionOf(moduleUrl: string): string {
+  const manifest = JSON.parse(readFileSync(join(packageRootOf(moduleUrl), 'package.json'), 'utf8')) as { version?: unknown };
+  return typeof manifest.version === 'string' ? manifest.version : 'unknown';
+}

@@ -1,10 +1,18 @@
 /**
  * `ward controller`: runs the control plane in the foreground until SIGINT/SIGTERM. Logs are JSON
  * lines on stderr (pino); `WARD_LOG=debug` or `--log-level` for more.
+ *
+ * Two sources: `--manifests DIR` (a directory, watched) or `--kubernetes` (the API server, through
+ * the pod's in-cluster configuration or `--kubeconfig`). In Kubernetes mode the controller also
+ * authenticates proxies with TokenReview, serves the admission webhooks (`--webhook-cert`,
+ * `--webhook-key`) and, while it holds the Lease, writes status; it is ready once every list has
+ * been applied.
  */
+import { hostname } from 'node:os';
 import type { Command } from '@commander-js/extra-typings';
-import { type ControllerListen, DEFAULT_LISTEN, startController } from '../../controller/index.js';
-import { createLogger, hasCode } from '../../shared/index.js';
+import { type ControllerListen, DEFAULT_LISTEN, type KubernetesControllerOptions, startController } from '../../controller/index.js';
+import { createLogger, hasCode, packageVersionOf } from '../../shared/index.js';
+import { inClusterConfig, KubeClient, type KubeConfig, loadKubeconfig } from '../../sources/index.js';
 import { clusterConfig } from '../cluster-config.js';
 import { type CliIo, EXIT, parseListenAddress, UsageError, untilStopped } from '../io.js';
 import { palette } from '../output.js';
@@ -26,7 +34,15 @@ export function controllerListen(flags: {
 
 /** Flags of `ward controller`. */
 export interface ControllerFlags {
-  readonly manifests: string;
+  readonly manifests?: string;
+  readonly kubernetes?: boolean;
+  readonly kubeconfig?: string;
+  readonly webhookCert?: string;
+  readonly webhookKey?: string;
+  readonly webhookAddr?: string;
+  readonly proxyImage?: string;
+  readonly proxyImagePullPolicy?: string;
+  readonly controllerHost?: string;
   readonly identityDir: string;
   readonly defaultPolicy?: string;
   readonly clusterNetworks?: string;
@@ -48,8 +64,16 @@ const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as
 export function registerControllerCommand(program: Command, io: CliIo, result: { status: number }, signals: AbortSignal | undefined): void {
   program
     .command('controller')
-    .description('run the control plane: inbound policy, identity and destination APIs for the manifests in a directory')
-    .requiredOption('--manifests <dir>', 'directory of manifests, loaded recursively and watched')
+    .description('run the control plane: inbound policy, identity and destination APIs for a directory of manifests or a Kubernetes cluster')
+    .option('--manifests <dir>', 'directory of manifests, loaded recursively and watched')
+    .option('--kubernetes', 'watch the Kubernetes API instead (in-cluster configuration, or --kubeconfig); serve webhooks, write status')
+    .option('--kubeconfig <file>', "with --kubernetes: a kubeconfig instead of the pod's in-cluster configuration")
+    .option('--webhook-cert <file>', "with --kubernetes: the admission webhooks' serving certificate (PEM; reloaded when it changes)")
+    .option('--webhook-key <file>', 'with --kubernetes: its private key')
+    .option('--webhook-addr <host:port>', "with --kubernetes: the webhooks' listener (default 0.0.0.0:9443)")
+    .option('--proxy-image <ref>', 'with --kubernetes: the image injected pods run the proxy from (default localhost/ward:<version>)')
+    .option('--proxy-image-pull-policy <policy>', 'with --kubernetes: its pull policy (default IfNotPresent)')
+    .option('--controller-host <host>', "with --kubernetes: where injected proxies reach the controller (default the ward-controller Service's ClusterIP)")
     .requiredOption('--identity-dir <dir>', 'trust anchor, issuer and token key (from `ward identity init`)')
     .option('--default-policy <policy>', 'cluster default inbound policy (default all-unauthenticated)')
     .option('--cluster-networks <cidrs>', 'comma-separated cluster networks')
@@ -74,11 +98,16 @@ export async function runController(flags: ControllerFlags, io: CliIo, signals: 
   if (flags.logLevel !== undefined && !(LEVELS as readonly string[]).includes(flags.logLevel))
     throw new UsageError(`--log-level must be one of ${LEVELS.join(', ')}`);
   const listen = controllerListen(flags);
+  const kubernetes = flags.kubernetes === true ? kubernetesOptions(flags, cluster.controlPlaneNamespace, packageVersionOf(import.meta.url)) : undefined;
+  if (kubernetes === undefined && flags.manifests === undefined) throw new UsageError('ward controller needs --manifests DIR or --kubernetes');
+  if (kubernetes !== undefined && flags.manifests !== undefined)
+    throw new UsageError('--manifests and --kubernetes exclude each other: the controller has one source');
   const logger = createLogger({ name: 'controller', level: (flags.logLevel as (typeof LEVELS)[number] | undefined) ?? 'info' });
   let running: Awaited<ReturnType<typeof startController>>;
   try {
     running = await startController({
       manifestsDir: flags.manifests,
+      kubernetes,
       identityDir: flags.identityDir,
       cluster,
       ...(flags.clusterDomain !== undefined ? { clusterDomain: flags.clusterDomain } : {}),
@@ -88,7 +117,7 @@ export async function runController(flags: ControllerFlags, io: CliIo, signals: 
     });
   } catch (e) {
     logger.flush();
-    if (hasCode(e, 'ERR_IDENTITY') || hasCode(e, 'ERR_LISTEN')) {
+    if (hasCode(e, 'ERR_IDENTITY') || hasCode(e, 'ERR_LISTEN') || hasCode(e, 'ERR_WEBHOOK_TLS') || hasCode(e, 'ERR_CONTROLLER_SERVICE')) {
       io.err(`${palette(io.color).red('error')}: ${(e as Error).message}\n`);
       return hasCode(e, 'ERR_IDENTITY') ? EXIT.usage : EXIT.failed;
     }
@@ -101,6 +130,45 @@ export async function runController(flags: ControllerFlags, io: CliIo, signals: 
   await untilStopped(signals);
   logger.info('shutting down');
   await running.close();
+  kubernetes?.client.close();
   logger.flush();
   return EXIT.ok;
+}
+
+const PULL_POLICIES = ['Always', 'IfNotPresent', 'Never'];
+
+/** Kubernetes mode's settings from the flags and the pod's environment (POD_NAME, POD_NAMESPACE); throws `UsageError`. */
+export function kubernetesOptions(
+  flags: ControllerFlags,
+  controlPlaneNamespace: string,
+  version: string,
+  env: NodeJS.ProcessEnv = process.env,
+): KubernetesControllerOptions {
+  let config: KubeConfig;
+  try {
+    config = flags.kubeconfig !== undefined ? loadKubeconfig(flags.kubeconfig) : inClusterConfig();
+  } catch (e) {
+    throw new UsageError(`${(e as Error).message}${flags.kubeconfig === undefined ? '\n  hint: outside a pod, pass --kubeconfig FILE' : ''}`);
+  }
+  if ((flags.webhookCert === undefined) !== (flags.webhookKey === undefined)) throw new UsageError('--webhook-cert and --webhook-key go together');
+  if (flags.proxyImagePullPolicy !== undefined && !PULL_POLICIES.includes(flags.proxyImagePullPolicy))
+    throw new UsageError(`--proxy-image-pull-policy must be one of ${PULL_POLICIES.join(', ')}`);
+  const namespace = env.POD_NAMESPACE !== undefined && env.POD_NAMESPACE !== '' ? env.POD_NAMESPACE : controlPlaneNamespace;
+  return {
+    client: new KubeClient(config, { userAgent: `ward-controller/${version}` }),
+    namespace,
+    podName: env.POD_NAME !== undefined && env.POD_NAME !== '' ? env.POD_NAME : hostname(),
+    ...(flags.webhookCert !== undefined && flags.webhookKey !== undefined
+      ? {
+          webhook: {
+            listen: parseListenAddress(flags.webhookAddr ?? '0.0.0.0:9443', '--webhook-addr'),
+            certFile: flags.webhookCert,
+            keyFile: flags.webhookKey,
+          },
+        }
+      : {}),
+    proxyImage: flags.proxyImage ?? `localhost/ward:${version}`,
+    ...(flags.proxyImagePullPolicy !== undefined ? { proxyImagePullPolicy: flags.proxyImagePullPolicy } : {}),
+    ...(flags.controllerHost !== undefined ? { controllerHost: flags.controllerHost } : {}),
+  };
 }
