@@ -2,10 +2,11 @@ import assert from 'node:assert/strict';
 import { after, before, it } from 'node:test';
 import { type ClusterConfig, PolicyIndex } from '../../index/index.js';
 import { customResourceDefinitions } from '../../manifest/index.js';
+import { createRegistry } from '../../shared/index.js';
 import { KubeClient, KubernetesSource, loadKubeconfig } from '../../sources/index.js';
 import { describeWithKubeKit, type KubeKit, startKubeKit } from '../../sources/kube/testing/kube-kit.js';
-import { LeaderElection } from './leader-election.js';
-import { rejectedObjects, StatusWriter } from './status-writer.js';
+import { createStatusLoop, type StatusLoop } from './status-loop.js';
+import { rejectedObjects } from './status-writer.js';
 
 const CONFIG: ClusterConfig = {
   defaultPolicy: 'all-unauthenticated',
@@ -54,8 +55,8 @@ describeWithKubeKit('status loop: Kubernetes source, index, leader, writer', () 
   let kit: KubeKit;
   let client: KubeClient;
   let source: KubernetesSource;
-  let election: LeaderElection;
-  let writer: StatusWriter;
+  let loop: StatusLoop;
+  const registry = createRegistry();
   const index = new PolicyIndex(CONFIG);
 
   const get = async (plural: string, name: string, group = 'policy.linkerd.io', version = 'v1alpha1') =>
@@ -81,33 +82,23 @@ describeWithKubeKit('status loop: Kubernetes source, index, leader, writer', () 
     await kit.kubectl(['create', 'namespace', 'linkerd']);
     await kit.kubectl(['apply', '-f', '-'], MANIFESTS);
 
-    election = new LeaderElection({
-      client,
-      namespace: 'linkerd',
-      identity: 'ward-controller-0',
-      retryPeriodMs: 500,
-      onStartedLeading: () => writer.schedule(),
-    });
-    writer = new StatusWriter({
+    loop = createStatusLoop({
       client,
       index,
-      isLeader: () => election.isLeader(),
+      namespace: 'linkerd',
+      identity: 'ward-controller-0',
       rejected: () => rejectedObjects(source.status()),
+      registry,
+      election: { retryPeriodMs: 500 },
     });
-    source = new KubernetesSource({
-      client,
-      sink: index,
-      onObject: (type, key, object) => writer.onObject(type, key, object),
-      onChange: () => writer.schedule(),
-    });
+    source = new KubernetesSource({ client, sink: index, onObject: loop.onObject, onChange: loop.onChange });
     await source.start();
-    election.start();
+    loop.start();
   });
 
   after(async () => {
     await source?.stop();
-    await writer?.stop();
-    await election?.stop();
+    await loop?.stop();
     client?.close();
     await kit?.stop();
   });
@@ -117,12 +108,13 @@ describeWithKubeKit('status loop: Kubernetes source, index, leader, writer', () 
     await eventually(async () => ((await get('httproutes', 'web-get', 'policy.linkerd.io', 'v1beta3')).status?.parents?.length ?? 0) === 1, 'route status');
     assert.equal((await resolved())?.message, 'Server web not found in namespace app');
     // The writes come back as watch events; once they have, nothing more is written.
-    const writes = writer.stats.writes;
+    const writes = loop.writer.stats.writes;
     const rv = (await get('authorizationpolicies', 'allow-web')).metadata.resourceVersion;
     await new Promise((r) => setTimeout(r, 2000));
-    assert.equal(writer.stats.writes, writes);
+    assert.equal(loop.writer.stats.writes, writes);
     assert.equal((await get('authorizationpolicies', 'allow-web')).metadata.resourceVersion, rv);
-    assert.equal(writer.stats.errors, 0);
+    assert.equal(loop.writer.stats.errors, 0);
+    assert.match(await registry.metrics(), /^ward_leader 1$/m);
   });
 
   it('an edit is followed: the reference fixed, then an update the source refuses', async () => {
@@ -138,5 +130,14 @@ describeWithKubeKit('status loop: Kubernetes source, index, leader, writer', () 
     assert.match(String(acc?.message), /; the previous version stays in force$/);
     assert.equal(acc?.observedGeneration, 3);
     assert.equal((await resolved())?.status, 'True', 'the version in force still resolves');
+  });
+
+  it('stopping the loop gives the Lease up', async () => {
+    await loop.stop();
+    assert.equal(loop.election.isLeader(), false);
+    const lease = (await client.request({ method: 'GET', path: '/apis/coordination.k8s.io/v1/namespaces/linkerd/leases/ward-controller' })).body as {
+      spec: { holderIdentity?: string };
+    };
+    assert.equal(lease.spec.holderIdentity ?? '', '');
   });
 });
