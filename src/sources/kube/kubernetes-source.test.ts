@@ -526,4 +526,21 @@ describeWithKubeKit('KubernetesSource against a real API server', () => {
       'the raw object, status included, reached onObject',
     );
   });
+
+  it('keeps the indexes through an API server restart, then converges', async () => {
+    const before = JSON.stringify(snapshot(kubeIndex));
+    await kit.stopApiserver();
+    await waitFor(() => Object.values(kube.reflectorStats()).some((r) => r.errors > 0), 'the outage to be noticed', WAIT_MS);
+    assert.equal(JSON.stringify(snapshot(kubeIndex)), before, 'nothing withdrawn during the outage');
+    await kit.startApiserver();
+    await kit.kubectl(['apply', '-f', '-'], WEB_HTTP({ accessPolicy: 'all-authenticated' }));
+    writeFileSync(join(dir, 'web-http.yaml'), WEB_HTTP({ accessPolicy: 'all-authenticated' }));
+    await waitFor(
+      () => JSON.stringify(snapshot(kubeIndex)) === JSON.stringify(snapshot(dirIndex)) && JSON.stringify(snapshot(kubeIndex)) !== before,
+      'agreement after the restart',
+      WAIT_MS,
+    );
+    const servers = kube.reflectorStats()['servers.policy.linkerd.io/v1beta3'];
+    assert.ok(servers !== undefined && servers.watchRestarts >= 1 && servers.synced, JSON.stringify(servers));
+  });
 });
