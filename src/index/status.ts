@@ -14,8 +14,9 @@
  * pod ports they govern, from the same selection and reference rules the index applies.
  */
 import { GATEWAY_GROUP, POLICY_GROUP, selectorMatches } from '../core/index.js';
-import type { BackendRefSpec, ParentRef, Resource } from '../manifest/index.js';
-import { type ApSpec, sameGroup, sameName } from './convert.js';
+import type { BackendRefSpec, ParentRef, Resource, Server } from '../manifest/index.js';
+import { type ApSpec, type SazSpec, sameGroup, sameName } from './convert.js';
+import type { PodInfo } from './pod.js';
 import type { IndexedResource, PolicyIndex } from './policy-index.js';
 
 /** The `controllerName` of route parent statuses (Linkerd's, so Linkerd tooling reads them). */
@@ -112,6 +113,16 @@ function parentKey(p: ParentRef, routeNamespace: string): string | undefined {
   return undefined;
 }
 
+/** One namespace's objects, looked up once per view. */
+interface NsCache {
+  readonly servers: ReadonlyMap<string, Server>;
+  readonly pods: readonly PodInfo[];
+  readonly objs: ReturnType<PolicyIndex['policyObjects']>;
+  readonly aps: ReadonlyMap<string, IndexedResource<ApSpec>>;
+  readonly sazs: ReadonlyMap<string, IndexedResource<SazSpec>>;
+  readonly ignored: ReturnType<PolicyIndex['ignored']>;
+}
+
 /**
  * A snapshot of the status of every object the index holds. Build one per reconciliation;
  * lookups are cheap after construction.
@@ -123,11 +134,18 @@ export class PolicyStatusView {
   readonly #bound = new Map<string, Map<string, Selection>>();
   /** Parent keys that some GRPCRoute names (GEP-1426: GRPCRoutes win over HTTPRoutes). */
   readonly #grpcParents = new Set<string>();
+  readonly #podsByNs = new Map<string, PodInfo[]>();
+  readonly #nsCache = new Map<string, NsCache>();
+  /** `kind|namespace|lower-case name` of an authentication -> pod ports of the policies requiring it. */
+  #authnUsers: Map<string, Selection> | undefined;
 
   constructor(index: PolicyIndex, services: ServiceLookup = () => undefined) {
     this.#index = index;
     this.#services = services;
     for (const pod of index.pods()) {
+      const list = this.#podsByNs.get(pod.namespace) ?? [];
+      list.push(pod);
+      this.#podsByNs.set(pod.namespace, list);
       for (const b of index.bindings(pod.namespace, pod.name)) this.#boundOf(pod.namespace, b.server).add(pod.namespace, pod.name, b.port);
     }
     for (const ns of index.namespaces()) {
@@ -140,6 +158,23 @@ export class PolicyStatusView {
         }
       }
     }
+  }
+
+  #ns(namespace: string): NsCache {
+    let c = this.#nsCache.get(namespace);
+    if (c === undefined) {
+      const objs = this.#index.policyObjects(namespace);
+      c = {
+        servers: new Map(this.#index.servers(namespace).map((s) => [s.metadata.name, s])),
+        pods: this.#podsByNs.get(namespace) ?? [],
+        objs,
+        aps: new Map(objs.authorizationPolicies.map((e) => [e.resource.metadata.name, e])),
+        sazs: new Map(objs.serverAuthorizations.map((e) => [e.resource.metadata.name, e])),
+        ignored: this.#index.ignored(namespace),
+      };
+      this.#nsCache.set(namespace, c);
+    }
+    return c;
   }
 
   #boundOf(namespace: string, server: string): Selection {
@@ -178,7 +213,7 @@ export class PolicyStatusView {
    * `GRPCRoute`), or undefined when the index does not hold the route.
    */
   routeParents(ref: StatusRef): RouteParentStatusEntry[] | undefined {
-    const objs = this.#index.policyObjects(ref.namespace);
+    const objs = this.#ns(ref.namespace).objs;
     const isGrpc = ref.kind === 'GRPCRoute';
     const group = isGrpc ? GATEWAY_GROUP : (ref.group ?? POLICY_GROUP);
     const entry = (isGrpc ? objs.grpcRoutes : objs.httpRoutes).find((e) => {
@@ -196,7 +231,7 @@ export class PolicyStatusView {
       if (key === undefined) continue; // other kinds (Gateway, EgressNetwork) are not ours to report
       const conflicted = !isGrpc && this.#grpcParents.has(key);
       if (key.startsWith('Server|')) {
-        const exists = this.#index.servers(ns).some((s) => s.metadata.name === p.name);
+        const exists = this.#ns(ns).servers.has(p.name);
         const accepted = !exists ? cond('Accepted', 'False', 'NoMatchingParent') : conflicted ? cond('Accepted', 'False', 'RouteReasonConflicted') : ACCEPTED;
         out.push({
           parentRef: { group: POLICY_GROUP, kind: 'Server', namespace: ns, name: p.name },
@@ -237,7 +272,7 @@ export class PolicyStatusView {
   // === policy objects ===
 
   #serverStatus(namespace: string, name: string): PolicyStatus | undefined {
-    const server = this.#index.servers(namespace).find((s) => s.metadata.name === name);
+    const server = this.#ns(namespace).servers.get(name);
     if (server === undefined) return undefined;
     const bound = this.#bound.get(namespace)?.get(name) ?? new Selection();
     const selector = server.spec.podSelector;
@@ -249,7 +284,7 @@ export class PolicyStatusView {
         selectedPorts: 0,
       };
     }
-    const pods = this.#index.pods().filter((p) => p.namespace === namespace && selectorMatches(selector, p.labels));
+    const pods = this.#ns(namespace).pods.filter((p) => selectorMatches(selector, p.labels));
     const port = server.spec.port;
     const matching = typeof port === 'number' ? pods : pods.filter((p) => p.namedPorts.has(port));
     let resolved = RESOLVED;
@@ -281,14 +316,14 @@ export class PolicyStatusView {
   /** Pod ports an AuthorizationPolicy's target covers (every Server of the namespace, a Server, or a route's accepted Servers). */
   #targetSelection(namespace: string, ap: ApSpec): Selection {
     const t = ap.target;
-    const servers = this.#index.servers(namespace).map((s) => s.metadata.name);
+    const servers = this.#ns(namespace).servers.keys();
     switch (t.kind) {
       case 'namespace':
         return this.#serversSelection(namespace, servers);
       case 'server':
         return this.#serversSelection(
           namespace,
-          servers.filter((s) => sameName(s, t.name)),
+          [...servers].filter((s) => sameName(s, t.name)),
         );
       case 'httproute':
       case 'grpcroute': {
@@ -313,15 +348,15 @@ export class PolicyStatusView {
   }
 
   #authorizationPolicyStatus(namespace: string, name: string): PolicyStatus | undefined {
-    const objs = this.#index.policyObjects(namespace);
-    const entry = objs.authorizationPolicies.find((e) => e.resource.metadata.name === name);
+    const { objs, servers, aps } = this.#ns(namespace);
+    const entry = aps.get(name);
     if (entry === undefined) return undefined;
     if (!entry.converted.ok) return this.#invalid(entry.converted.reason);
     const ap = entry.converted.value;
     const problems: { reason: string; message: string }[] = [];
     const t = ap.target;
     const notFound = (what: string) => problems.push({ reason: 'TargetNotFound', message: `${what} not found in namespace ${namespace}` });
-    if (t.kind === 'server' && !this.#index.servers(namespace).some((s) => sameName(s.metadata.name, t.name))) notFound(`Server ${t.name}`);
+    if (t.kind === 'server' && !servers.has(t.name) && ![...servers.keys()].some((s) => sameName(s, t.name))) notFound(`Server ${t.name}`);
     if (
       t.kind === 'httproute' &&
       !objs.httpRoutes.some((e) => {
@@ -347,11 +382,11 @@ export class PolicyStatusView {
   }
 
   #serverAuthorizationStatus(namespace: string, name: string): PolicyStatus | undefined {
-    const entry = this.#index.policyObjects(namespace).serverAuthorizations.find((e) => e.resource.metadata.name === name);
+    const entry = this.#ns(namespace).sazs.get(name);
     if (entry === undefined) return undefined;
     if (!entry.converted.ok) return this.#invalid(entry.converted.reason);
     const ref = entry.converted.value.server;
-    const servers = this.#index.servers(namespace);
+    const servers = [...this.#ns(namespace).servers.values()];
     const targets = (
       'name' in ref ? servers.filter((s) => s.metadata.name === ref.name) : servers.filter((s) => selectorMatches(ref.selector, s.metadata.labels))
     ).map((s) => s.metadata.name);
@@ -370,20 +405,36 @@ export class PolicyStatusView {
   }
 
   #authenticationStatus(kind: 'MeshTLSAuthentication' | 'NetworkAuthentication', namespace: string, name: string): PolicyStatus | undefined {
-    const ignored = this.#index.ignored(namespace).find((i) => i.resource.kind === kind && i.resource.metadata.name === name);
+    const ignored = this.#ns(namespace).ignored.find((i) => i.resource.kind === kind && i.resource.metadata.name === name);
     const valid = this.#index.resolvesAuthn(kind, namespace, name);
     if (!valid) return ignored === undefined ? undefined : this.#invalid(ignored.reason);
-    // Pod ports of every valid AuthorizationPolicy, in any namespace, that requires this object.
-    const sel = new Selection();
-    for (const ns of this.#index.namespaces()) {
-      for (const e of this.#index.policyObjects(ns).authorizationPolicies) {
-        if (!e.converted.ok) continue;
-        const ref = kind === 'MeshTLSAuthentication' ? e.converted.value.meshTLS : e.converted.value.network;
-        if (ref !== undefined && ref.namespace === namespace && sameName(ref.name, name)) sel.addAll(this.#targetSelection(ns, e.converted.value));
-      }
-    }
+    const sel = this.#authnSelection(kind, namespace, name);
     const accepted = ignored === undefined ? ACCEPTED : cond('Accepted', 'False', 'Invalid', ignored.reason);
     return { conditions: [accepted, RESOLVED], selectedPods: sel.pods.size, selectedPorts: sel.ports.size };
+  }
+  /** Pod ports of every valid AuthorizationPolicy, in any namespace, that requires the authentication. */
+  #authnSelection(kind: 'MeshTLSAuthentication' | 'NetworkAuthentication', namespace: string, name: string): Selection {
+    if (this.#authnUsers === undefined) {
+      const users = new Map<string, Selection>();
+      for (const ns of this.#index.namespaces()) {
+        for (const e of this.#ns(ns).aps.values()) {
+          if (!e.converted.ok) continue;
+          const ap = e.converted.value;
+          for (const [k, ref] of [
+            ['MeshTLSAuthentication', ap.meshTLS],
+            ['NetworkAuthentication', ap.network],
+          ] as const) {
+            if (ref === undefined) continue;
+            const key = `${k}|${ref.namespace}|${ref.name.toLowerCase()}`;
+            const sel = users.get(key) ?? new Selection();
+            sel.addAll(this.#targetSelection(ns, ap));
+            users.set(key, sel);
+          }
+        }
+      }
+      this.#authnUsers = users;
+    }
+    return this.#authnUsers.get(`${kind}|${namespace}|${name.toLowerCase()}`) ?? new Selection();
   }
 }
 
