@@ -41,7 +41,7 @@ export interface StatusWriterOptions {
   readonly isLeader: () => boolean;
   /** Default `ward-controller`. */
   readonly fieldManager?: string;
-  /** Quiet time before a reconciliation after the last change; default 100 ms. */
+  /** Quiet time before a reconciliation after the last change; default 250 ms. */
   readonly debounceMs?: number;
   /** Retry backoff after failed writes; default 500 ms .. 30 s. */
   readonly backoff?: BackoffOptions;
@@ -244,7 +244,7 @@ export class StatusWriter {
     this.#index = opts.index;
     this.#isLeader = opts.isLeader;
     this.#manager = opts.fieldManager ?? STATUS_FIELD_MANAGER;
-    this.#debounceMs = opts.debounceMs ?? 100;
+    this.#debounceMs = opts.debounceMs ?? 250;
     this.#concurrency = Math.max(1, opts.concurrency ?? 4);
     this.#backoff = new Backoff(opts.backoff ?? { minMs: 500, maxMs: 30_000 });
     this.#log = opts.logger ?? silentLogger();
