@@ -41,7 +41,7 @@ export interface StatusWriterOptions {
   readonly isLeader: () => boolean;
   /** Default `ward-controller`. */
   readonly fieldManager?: string;
-  /** Quiet time before a reconciliation after the last change; default 250 ms. */
+  /** Delay from a change to the reconciliation that covers it (later changes join it); default 250 ms. */
   readonly debounceMs?: number;
   /** Retry backoff after failed writes; default 500 ms .. 30 s. */
   readonly backoff?: BackoffOptions;
