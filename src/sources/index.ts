@@ -38,6 +38,7 @@ export {
   WATCHED_KINDS,
   type WatchedKind,
 } from './kube/kubernetes-source.js';
+export { type KubeSourceStats, registerKubeSourceMetrics } from './kube/metrics.js';
 export {
   apiVersionOf,
   collectionPath,
