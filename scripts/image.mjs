@@ -10,6 +10,8 @@
 //
 //   node scripts/image.mjs [--ref localhost/ward:VERSION] [--out dist/image/ward.tar]
 //                          [--node PATH] [--keep-rootfs DIR]
+//   node scripts/image.mjs --example   # the example applications: localhost/ward-emojivoto:VERSION,
+//                                      # dist/image/emojivoto.tar
 //
 // Needs: tar, ldd and strip (binutils; without it node goes in unstripped), the host's iptables,
 // and Node 24 in ~/.cache/ward/node/VERSION (installed there with `npm pack` when missing, as
@@ -326,14 +328,56 @@ export async function buildImage(opts = {}) {
   }
 }
 
+/** The example applications' user: never the proxy's uid, whose sockets proxy-init exempts. */
+export const EXAMPLE_UID = 1000;
+
+/**
+ * Builds the image of ward's example applications (examples/emojivoto): Node and the services'
+ * self-contained bundles in /app/services/dist, working directory /app, so the example's
+ * manifests (`command: [node]`, `args: [services/dist/web.mjs]`) run as they do under `ward up`.
+ */
+export async function buildExampleImage(opts = {}) {
+  const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
+  const ref = opts.ref ?? `localhost/ward-emojivoto:${pkg.version}`;
+  const out = opts.out ?? join(ROOT, 'dist', 'image', 'emojivoto.tar');
+  for (const tool of ['tar', 'ldd']) if (!has(tool)) fail(`needs ${tool}`);
+  const node = opts.node ?? nodeBinary(NODE_VERSION);
+  const dist = join(ROOT, 'examples', 'emojivoto', 'services', 'dist');
+  // The example's bundles come from the same build as ward's.
+  await buildWard(node);
+  const dir = mkdtempSync(join(tmpdir(), 'ward-example-rootfs-'));
+  try {
+    const fs = new Rootfs(dir);
+    fs.mkdir('/', 0o755);
+    addSystem(fs);
+    fs.write('/etc/passwd', `root:x:0:0:root:/root:/sbin/nologin\napp:x:${EXAMPLE_UID}:${EXAMPLE_UID}:app:/nonexistent:/sbin/nologin\n`, 'system files');
+    fs.write('/etc/group', `root:x:0:\napp:x:${EXAMPLE_UID}:\n`, 'system files');
+    addNode(fs, node);
+    for (const f of readdirSync(dist).filter((n) => n.endsWith('.mjs'))) fs.copy(join(dist, f), `/app/services/dist/${f}`, 'emojivoto');
+    const config = {
+      Entrypoint: null,
+      Cmd: ['node'],
+      User: `${EXAMPLE_UID}:${EXAMPLE_UID}`,
+      Env: ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'],
+      WorkingDir: '/app',
+      Labels: { 'org.opencontainers.image.title': 'ward-emojivoto', 'org.opencontainers.image.version': pkg.version },
+    };
+    const digests = await writeArchive(dir, ref, out, config);
+    return { ref, out, bytes: statSync(out).size, ...digests, parts: Object.fromEntries(fs.sizes) };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 const mib = (n) => `${(n / 1024 / 1024).toFixed(1)} MiB`;
 
 if (process.argv[1] !== undefined && realpathSync(process.argv[1]) === realpathSync(new URL(import.meta.url).pathname)) {
   const { values } = parseArgs({
-    options: { ref: { type: 'string' }, out: { type: 'string' }, node: { type: 'string' }, 'keep-rootfs': { type: 'string' } },
+    options: { ref: { type: 'string' }, out: { type: 'string' }, node: { type: 'string' }, 'keep-rootfs': { type: 'string' }, example: { type: 'boolean' } },
   });
   try {
-    const r = await buildImage({
+    const build = values.example === true ? buildExampleImage : buildImage;
+    const r = await build({
       ...(values.ref !== undefined ? { ref: values.ref } : {}),
       ...(values.out !== undefined ? { out: values.out } : {}),
       ...(values.node !== undefined ? { node: values.node } : {}),

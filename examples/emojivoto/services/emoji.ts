@@ -1,6 +1,6 @@
 /**
  * The emoji service: `emojivoto.v1.EmojiService` (ListAll, FindByShortcode) over plaintext gRPC
- * on `WARD_APP_HOST:GRPC_PORT`, and a call counter on `PROM_PORT` (optional).
+ * on `WARD_APP_HOST:GRPC_PORT` (all addresses without it), and a call counter on `PROM_PORT` (optional).
  */
 import { Server } from '@grpc/grpc-js';
 import { CATALOG, findByShortcode } from './catalog.js';
@@ -9,7 +9,8 @@ import { serveMetrics } from './metrics.js';
 import { listenGrpc, serviceProcess } from './service-process.js';
 
 const svc = serviceProcess('emoji');
-const host = svc.env('WARD_APP_HOST');
+// ward up gives each pod its own address; in a cluster the pod's network is its own: all addresses.
+const host = svc.optionalEnv('WARD_APP_HOST') ?? '0.0.0.0';
 const port = svc.port('GRPC_PORT');
 
 const calls = new Map<string, number>([

@@ -1,6 +1,6 @@
 /**
  * The voting service: `emojivoto.v1.VotingService` (one `Vote<Name>` method per emoji, and
- * Results) over plaintext gRPC on `WARD_APP_HOST:GRPC_PORT`, and the vote counts for Prometheus
+ * Results) over plaintext gRPC on `WARD_APP_HOST:GRPC_PORT` (all addresses without it), and the vote counts for Prometheus
  * on `PROM_PORT` (optional). Counts live in memory.
  */
 import { type handleUnaryCall, Server } from '@grpc/grpc-js';
@@ -10,7 +10,8 @@ import { serveMetrics } from './metrics.js';
 import { listenGrpc, serviceProcess } from './service-process.js';
 
 const svc = serviceProcess('voting');
-const host = svc.env('WARD_APP_HOST');
+// ward up gives each pod its own address; in a cluster the pod's network is its own: all addresses.
+const host = svc.optionalEnv('WARD_APP_HOST') ?? '0.0.0.0';
 const port = svc.port('GRPC_PORT');
 
 /** Shortcode -> votes, in catalogue order (so ties keep that order in the results). */

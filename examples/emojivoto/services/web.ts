@@ -1,5 +1,5 @@
 /**
- * The web service: the page and a JSON API on `WARD_APP_HOST:WEB_PORT`, backed by the emoji and
+ * The web service: the page and a JSON API on `WARD_APP_HOST:WEB_PORT` (all addresses without it), backed by the emoji and
  * voting services over gRPC (`EMOJISVC_HOST`, `VOTINGSVC_HOST`).
  *
  * - `GET /` the page; `GET /ready` 200 while serving (503 once stopping)
@@ -23,7 +23,8 @@ import { PAGE_CSP, PAGE_HTML } from './web-page.js';
 const RPC_TIMEOUT_MS = 3000;
 
 const svc = serviceProcess('web');
-const host = svc.env('WARD_APP_HOST');
+// ward up gives each pod its own address; in a cluster the pod's network is its own: all addresses.
+const host = svc.optionalEnv('WARD_APP_HOST') ?? '0.0.0.0';
 const port = svc.port('WEB_PORT');
 const emojiHost = svc.env('EMOJISVC_HOST');
 const votingHost = svc.env('VOTINGSVC_HOST');
