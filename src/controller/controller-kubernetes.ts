@@ -6,13 +6,14 @@
  */
 import type { Issuer } from '../identity/index.js';
 import type { KubeInjectConfig } from '../manifest/index.js';
-import { errorMessage, type Logger, MeshError } from '../shared/index.js';
+import { errorMessage, type Logger, MeshError, type Registry } from '../shared/index.js';
 import { KubeApiError, type KubeObject, type KubeRequester, type ResourceType } from '../sources/index.js';
 import type { ControllerIdentity } from './controller-identity.js';
 import type { ControllerIndexes, SourceListeners } from './controller-indexes.js';
 import type { ControllerOptions, KubernetesControllerOptions } from './controller-types.js';
-import { LeaderElection } from './kube/leader-election.js';
-import { StatusWriter } from './kube/status-writer.js';
+import type { LeaderElection } from './kube/leader-election.js';
+import { createStatusLoop, type StatusLoop } from './kube/status-loop.js';
+import { rejectedObjects, type StatusWriter } from './kube/status-writer.js';
 import type { ShutdownStack } from './shutdown-stack.js';
 import { type RunningWebhookServer, startWebhookServer } from './webhooks/webhook-server.js';
 
@@ -29,33 +30,27 @@ export interface KubernetesSide {
 }
 
 /**
- * The source listeners that feed the status writer, which starts after the initial sync: the
- * objects seen until then are kept and handed over when it is attached (and deleted objects are
- * forgotten by their last version).
+ * The source listeners that feed the status loop, which starts after the initial sync: the
+ * objects seen until then are kept (the last version of each) and handed over when it is attached.
  */
 export class StatusFeed {
-  readonly #seen = new Map<string, KubeObject>();
-  #writer: StatusWriter | undefined;
+  readonly #seen = new Map<string, { readonly type: ResourceType; readonly key: string; readonly object: KubeObject }>();
+  #loop: StatusLoop | undefined;
 
   readonly listeners: SourceListeners = {
     onObject: (type: ResourceType, key: string, object: KubeObject | undefined) => {
       const id = `${type.group}/${type.kind}/${key}`;
-      if (object !== undefined) {
-        this.#seen.set(id, object);
-        this.#writer?.observe(object);
-        return;
-      }
-      const last = this.#seen.get(id);
-      this.#seen.delete(id);
-      if (last !== undefined) this.#writer?.forget(last);
+      if (object !== undefined) this.#seen.set(id, { type, key, object });
+      else this.#seen.delete(id);
+      this.#loop?.onObject(type, key, object);
     },
-    onBatch: () => this.#writer?.schedule(),
+    onBatch: () => this.#loop?.onChange(),
   };
 
-  attach(writer: StatusWriter): void {
-    this.#writer = writer;
-    for (const o of this.#seen.values()) writer.observe(o);
-    writer.schedule();
+  attach(loop: StatusLoop): void {
+    this.#loop = loop;
+    for (const { type, key, object } of this.#seen.values()) loop.onObject(type, key, object);
+    loop.onChange();
   }
 }
 
@@ -96,6 +91,7 @@ export async function startKubernetesSide(
   identity: ControllerIdentity,
   indexes: ControllerIndexes,
   feed: StatusFeed,
+  registry: Registry,
   log: Logger,
   cleanups: ShutdownStack,
 ): Promise<KubernetesSide> {
@@ -103,25 +99,24 @@ export async function startKubernetesSide(
   const client = k.client;
   const controllerHost = k.controllerHost ?? (await lookupControllerHost(client, k.namespace, k.controllerService ?? DEFAULT_CONTROLLER_SERVICE, log));
 
-  let status: StatusWriter | undefined;
-  const leader = new LeaderElection({
+  const loop = createStatusLoop({
     client,
+    index: indexes.index,
     namespace: k.namespace,
     identity: k.podName,
+    rejected: () => rejectedObjects(indexes.kubernetes?.status() ?? []),
     logger: log,
-    ...(k.leaseDurationMs !== undefined ? { leaseDurationMs: k.leaseDurationMs } : {}),
-    ...(k.renewDeadlineMs !== undefined ? { renewDeadlineMs: k.renewDeadlineMs } : {}),
-    ...(k.retryPeriodMs !== undefined ? { retryPeriodMs: k.retryPeriodMs } : {}),
-    // The election logs its own transitions; a new leader writes what changed while it followed.
-    onStartedLeading: () => status?.schedule(),
+    registry,
+    election: {
+      ...(k.leaseDurationMs !== undefined ? { leaseDurationMs: k.leaseDurationMs } : {}),
+      ...(k.renewDeadlineMs !== undefined ? { renewDeadlineMs: k.renewDeadlineMs } : {}),
+      ...(k.retryPeriodMs !== undefined ? { retryPeriodMs: k.retryPeriodMs } : {}),
+    },
   });
-  status = new StatusWriter({ client, index: indexes.index, isLeader: () => leader.isLeader(), logger: log });
-  const writer = status;
-  feed.attach(writer);
-  // Stopped in this order (last pushed first): the writer, then the Lease given up.
-  cleanups.push(() => leader.stop({ release: true }));
-  cleanups.push(() => writer.stop());
-  leader.start();
+  feed.attach(loop);
+  // Stops writing, then gives the Lease up so another replica takes over at once.
+  cleanups.push(() => loop.stop());
+  loop.start();
 
   let webhook: RunningWebhookServer | undefined;
   if (k.webhook !== undefined) {
@@ -167,5 +162,5 @@ export async function startKubernetesSide(
     const w = webhook;
     cleanups.push(() => w.close());
   }
-  return { leader, status: writer, webhook, controllerHost };
+  return { leader: loop.election, status: loop.writer, webhook, controllerHost };
 }

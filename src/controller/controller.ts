@@ -46,7 +46,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
     const grpc = await startGrpcServers(opts, listen, identity, indexes, log, cleanups);
     let kube: KubernetesSide | undefined;
     if (opts.kubernetes !== undefined && feed !== undefined)
-      kube = await startKubernetesSide({ ...opts, kubernetes: opts.kubernetes }, identity, indexes, feed, log, cleanups);
+      kube = await startKubernetesSide({ ...opts, kubernetes: opts.kubernetes }, identity, indexes, feed, registry, log, cleanups);
     let ready = false;
     const admin = await startAdmin(opts, listen.admin, { registry, log, reloader: identity.reloader, indexes, isReady: () => ready });
     cleanups.push(() => admin.close());
