@@ -287,6 +287,39 @@ describe('version discovery', () => {
   });
 });
 
+describe('KubernetesSource.stop', () => {
+  // Without the stop, discovery would wait out its 30 s request timeout: beyond this test's.
+  it('ends a start still waiting for an API server that does not answer', { timeout: 20_000 }, async () => {
+    let answerDiscovery = false;
+    const server = createServer((req, res) => {
+      // Discovery answered (when asked to) with "not served"; LISTs never answered.
+      if (answerDiscovery && /^\/apis\/[^/]+\/[^/]+$/.test(req.url ?? '')) {
+        res.writeHead(404, { 'content-type': 'application/json' });
+        res.end('{"kind":"Status","code":404}');
+      }
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const client = new KubeClient({ server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, namespace: 'default', insecureSkipTlsVerify: false });
+    const sink = new PolicyIndex(CONFIG);
+    try {
+      // Stopped during version discovery, then while the reflectors wait for their lists.
+      for (const discovery of [false, true]) {
+        answerDiscovery = discovery;
+        const source = new KubernetesSource({ client, sink });
+        const started = source.start();
+        if (discovery) await waitFor(() => source.types().length > 0, 'the reflectors to start', WAIT_MS);
+        await source.stop();
+        await assert.rejects(started, { code: 'ERR_SOURCE_STOPPED' });
+        assert.equal(source.synced, false);
+      }
+    } finally {
+      client.close();
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
+});
+
 describe('WATCHED_KINDS', () => {
   it('names only versions ward decodes', () => {
     for (const k of WATCHED_KINDS) {

@@ -204,6 +204,10 @@ export class KubernetesSource implements PolicySource {
   #stopped = false;
   #running = false;
   #lastChangeStartedAt: number | undefined;
+  /** Ends a `start()` still waiting for the initial lists. */
+  #onStop: () => void = () => {};
+  /** Aborts the discovery requests of a `start()` when stopped. */
+  readonly #abort = new AbortController();
   readonly #sinkBackoff = new Backoff({ minMs: 100, maxMs: 10_000 });
   #batches = 0;
 
@@ -287,12 +291,11 @@ export class KubernetesSource implements PolicySource {
     );
   }
 
-  #onStop: () => void = () => {};
-
   /** Stops every reflector; pending changes are dropped. The sink keeps what it has. */
   async stop(): Promise<void> {
     if (this.#stopped) return;
     this.#stopped = true;
+    this.#abort.abort();
     this.#onStop();
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#timer = undefined;
@@ -336,17 +339,19 @@ export class KubernetesSource implements PolicySource {
     const resourcesOf = (gv: string): Promise<Set<string> | undefined> => {
       let p = served.get(gv);
       if (p === undefined) {
-        p = this.#opts.client.request({ method: 'GET', path: gv.includes('/') ? `/apis/${gv}` : `/api/${gv}`, timeoutMs: 30_000 }).then(
-          (res) => {
-            const list = (res.body as { resources?: { name?: unknown }[] } | undefined)?.resources ?? [];
-            return new Set(list.map((r) => r.name).filter((n): n is string => typeof n === 'string'));
-          },
-          (e: unknown) => {
-            // Not served (404), or not reachable now: the reflector finds out and retries.
-            if (!(e instanceof KubeApiError && e.status === 404)) this.#log.debug({ groupVersion: gv, err: errorMessage(e) }, 'API discovery failed');
-            return undefined;
-          },
-        );
+        p = this.#opts.client
+          .request({ method: 'GET', path: gv.includes('/') ? `/apis/${gv}` : `/api/${gv}`, timeoutMs: 30_000, signal: this.#abort.signal })
+          .then(
+            (res) => {
+              const list = (res.body as { resources?: { name?: unknown }[] } | undefined)?.resources ?? [];
+              return new Set(list.map((r) => r.name).filter((n): n is string => typeof n === 'string'));
+            },
+            (e: unknown) => {
+              // Not served (404), or not reachable now: the reflector finds out and retries.
+              if (!(e instanceof KubeApiError && e.status === 404)) this.#log.debug({ groupVersion: gv, err: errorMessage(e) }, 'API discovery failed');
+              return undefined;
+            },
+          );
         served.set(gv, p);
       }
       return p;
