@@ -81,6 +81,7 @@ export async function startIndexes(
       logger: log,
       debounceMs: opts.debounceMs ?? 20,
       ...(opts.rescanIntervalMs !== undefined ? { rescanIntervalMs: opts.rescanIntervalMs } : {}),
+      ...(opts.podNames !== undefined ? { podNames: opts.podNames } : {}),
       onChange: (s) => onChange(s, 'manifests applied'),
     });
   }
