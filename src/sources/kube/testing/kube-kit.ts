@@ -5,7 +5,7 @@
  * under CI=true where that fails.
  */
 import { execFile, spawn } from 'node:child_process';
-import { accessSync, closeSync, constants, existsSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { accessSync, closeSync, constants, existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { describe, it } from 'node:test';
@@ -131,8 +131,8 @@ function alive(pid: number): boolean {
 }
 
 /**
- * Starts the kit into `dir` (a fresh temporary directory by default). Takes about 5 s; call
- * `stop()` in `after`.
+ * Starts the kit into `dir` (a fresh temporary directory by default, removed by `stop()` unless
+ * WARD_KUBE_KEEP=1). Takes about 5 s; call `stop()` in `after`.
  */
 export async function startKubeKit(dir?: string): Promise<KubeKit> {
   const why = kubeKitAvailable();
@@ -208,6 +208,8 @@ export async function startKubeKit(dir?: string): Promise<KubeKit> {
       if (stopped) return;
       stopped = true;
       await run('bash', [join(kitDir, 'stop.sh'), d], { env: scriptEnv, timeoutMs: 60_000 });
+      // A directory made here goes with the kit; WARD_KUBE_KEEP=1 keeps it (logs, pki) to look into.
+      if (dir === undefined && process.env.WARD_KUBE_KEEP !== '1') rmSync(d, { recursive: true, force: true });
     },
   };
   return kit;
