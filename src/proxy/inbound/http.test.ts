@@ -1010,3 +1010,131 @@ describe('InboundHttp: HTTP/2 and gRPC', () => {
     assert.equal((await h2(session, { ':path': '/open' })).headers[':status'], 200);
   });
 });
+
+describe('InboundHttp: l5d-orig-proto (HTTP/1 carried as HTTP/2 by a client proxy)', () => {
+  const ORIG = { 'l5d-orig-proto': 'HTTP/1.1' };
+
+  it('sends the request to an HTTP/1 application as HTTP/1.1 and marks the response l5d-orig-proto: HTTP/1.1', async () => {
+    policies.set(portH1, detectWeb());
+    const session = h2Session(portH1, meshClient());
+    const r = await h2(session, { ':path': '/open/a', ':authority': 'web.emojivoto.svc.cluster.local:8080', 'x-client': 'c', ...ORIG });
+    assert.equal(r.headers[':status'], 200);
+    assert.equal(r.headers['l5d-orig-proto'], 'HTTP/1.1');
+    assert.equal(r.headers['x-app'], 'h1');
+    assert.deepEqual(r.headers['set-cookie'], ['a=1', 'b=2']);
+    assert.equal(r.body.toString(), 'hello /open/a');
+    const s = seen[0];
+    assert.ok(s);
+    assert.deepEqual([s.version, s.method, s.path], ['1', 'GET', '/open/a']);
+    assert.deepEqual(headerValues(s, 'host'), ['web.emojivoto.svc.cluster.local:8080']);
+    assert.deepEqual(headerValues(s, 'x-client'), ['c']);
+    assert.deepEqual(headerValues(s, 'l5d-orig-proto'), []);
+    assert.deepEqual(headerValues(s, 'l5d-client-id'), [x.certificate.identity]);
+  });
+
+  it('keeps a Host header the request carries (once), and marks HTTP/1.0 and absolute-form requests the same way', async () => {
+    policies.set(portH1, detectWeb());
+    const session = h2Session(portH1);
+    const withHost = await h2(session, { ':path': '/open/h', ':authority': 'b.example', host: 'b.example', ...ORIG });
+    assert.equal(withHost.headers['l5d-orig-proto'], 'HTTP/1.1');
+    const old = await h2(session, { ':path': '/open/old', ':authority': 'a.example:80', 'l5d-orig-proto': 'HTTP/1.0; absolute-form' });
+    assert.equal(old.headers['l5d-orig-proto'], 'HTTP/1.1');
+    assert.deepEqual(
+      seen.map((s) => [s.version, s.path, headerValues(s, 'host')]),
+      [
+        ['1', '/open/h', ['b.example']],
+        ['1', '/open/old', ['a.example:80']],
+      ],
+    );
+  });
+
+  it('streams request and response bodies both ways and relays the response trailers', async () => {
+    policies.set(portH1, detectWeb());
+    const session = h2Session(portH1);
+    const payload = Buffer.alloc(2 * 1024 * 1024, 'abcdefgh');
+    const echo = await h2(session, { ':method': 'POST', ':path': '/open/echo', ...ORIG }, payload);
+    assert.equal(echo.headers[':status'], 200);
+    assert.ok(echo.body.equals(payload), 'the 2 MiB body comes back intact');
+    const posted = await h2(session, { ':method': 'POST', ':path': '/open/form', 'content-length': '5', ...ORIG }, 'hello');
+    assert.equal(posted.body.toString(), 'hello /open/form');
+    const t = await h2(session, { ':path': '/open/trailers', ...ORIG });
+    assert.equal(t.body.toString(), 'with trailers');
+    assert.equal(t.trailers?.['x-checksum'], 'abc123');
+    assert.deepEqual(
+      seen.map((s) => [s.version, s.path, s.body.length]),
+      [
+        ['1', '/open/echo', 0],
+        ['1', '/open/form', 5],
+        ['1', '/open/trailers', 0],
+      ],
+    );
+    assert.deepEqual(headerValues(seen[1] as Seen, 'content-length'), ['5']);
+  });
+
+  it('ends a HEAD response with its headers', async () => {
+    policies.set(portH1, detectWeb());
+    const session = h2Session(portH1);
+    const r = await h2(session, { ':method': 'HEAD', ':path': '/open/head', ...ORIG });
+    assert.equal(r.headers[':status'], 200);
+    assert.ok((r.flags & 1) === 1, 'END_STREAM on the headers');
+    assert.equal(r.body.length, 0);
+    assert.equal(seen[0]?.method, 'HEAD');
+  });
+
+  it('authorizes as any request: a denial is the proxy own answer, unmarked, and the application sees nothing', async () => {
+    policies.set(portH1, detectWeb());
+    const session = h2Session(portH1);
+    const denied = await h2(session, { ':path': '/secret', ...ORIG });
+    const missing = await h2(session, { ':path': '/elsewhere', ...ORIG });
+    assert.deepEqual([denied.headers[':status'], denied.headers['l5d-orig-proto']], [403, undefined]);
+    assert.equal(missing.headers[':status'], 404);
+    assert.equal(seen.length, 0);
+  });
+
+  it('answers 502 when the application is down, and the session goes on', async () => {
+    policies.set(portDown, detectWeb());
+    const session = h2Session(portDown);
+    const r = await h2(session, { ':path': '/open', ...ORIG });
+    assert.equal(r.headers[':status'], 502);
+    assert.equal(r.headers['l5d-orig-proto'], undefined);
+    policies.set(portH1, detectWeb());
+    assert.equal((await h2(h2Session(portH1), { ':path': '/open/after', ...ORIG })).headers[':status'], 200);
+  });
+
+  it('aborts the application request when the client resets its stream mid-response', async () => {
+    policies.set(portH1, detectWeb());
+    const session = h2Session(portH1);
+    const stream = session.request({ ':path': '/open/hang', ...ORIG }, { endStream: true });
+    stream.on('error', () => {});
+    await within(once(stream, 'data'), WAIT_MS, 'the first chunk');
+    stream.close(h2constants.NGHTTP2_CANCEL);
+    await waitFor(() => seen[0]?.aborted === true, 'the application request to be aborted', WAIT_MS);
+    assert.equal((await h2(session, { ':path': '/open/after', ...ORIG })).headers[':status'], 200);
+  });
+
+  it('holds the application back while the client does not read (flow control), instead of buffering its response', async () => {
+    policies.set(portH1, detectWeb());
+    const session = h2Session(portH1);
+    const stream = session.request({ ':path': '/open/big', ...ORIG }, { endStream: true });
+    stream.on('error', () => {});
+    await within(once(stream, 'data'), WAIT_MS, 'the first chunk');
+    stream.pause();
+    let last = -1;
+    for (let waited = 0; waited < 3000 && bigWritten !== last; waited += 300) {
+      last = bigWritten;
+      await sleep(300);
+    }
+    assert.ok(bigWritten < 64 * 1024 * 1024, `the application wrote ${bigWritten} of ${BIG_TOTAL} bytes to a client that reads nothing`);
+    stream.close(h2constants.NGHTTP2_CANCEL);
+    await waitFor(() => seen[0]?.aborted === true, 'the application request to be aborted', WAIT_MS);
+  });
+
+  it('leaves a request with an unknown l5d-orig-proto value on HTTP/2 (the mark removed)', async () => {
+    policies.set(portH2, http2Web());
+    const session = h2Session(portH2);
+    const r = await h2(session, { ':path': '/open/x', 'l5d-orig-proto': 'SPDY/3' });
+    assert.equal(r.headers[':status'], 200);
+    assert.equal(r.headers['l5d-orig-proto'], undefined);
+    assert.deepEqual([seen[0]?.version, headerValues(seen[0] as Seen, 'l5d-orig-proto')], ['2', []]);
+  });
+});

@@ -27,6 +27,9 @@
  * - `Expect: 100-continue` is answered by the proxy, after authorization; the header is not
  *   forwarded. A denied request gets its 403 without a 100 and the connection is then closed
  *   (the client may still be sending a body): the one denial that does not keep the connection.
+ * - `l5d-orig-proto`: an HTTP/1 request a client proxy upgraded to HTTP/2 between the proxies (as
+ *   linkerd2-proxy does for endpoints hinted `h2`) is authorized as it came and goes to the
+ *   application as HTTP/1.1, its response back marked `l5d-orig-proto: HTTP/1.1` (inbound/orig-proto).
  * - HTTP/2 is served whatever ALPN said (the bytes said HTTP/2). The proxy's sockets are
  *   half-open: a FIN from the client closes the connection gracefully (open streams finish).
  * - Request smuggling: node's parser (strict: no lenient flag, whatever the process flags) refuses
@@ -98,6 +101,7 @@ import { editHttp1Headers, editHttp2Headers, type FilterOutcome, runRouteFilters
 import { H2Relay, type H2RelayHost, withoutL5d } from './h2-relay.js';
 import type { InboundHttpConnection } from './http-connection.js';
 import { AppUpstream } from './http-upstream.js';
+import { http1RequestOf, L5D_ORIG_PROTO, type OrigProto, type OrigProtoHost, OrigProtoRelay, parseOrigProto } from './orig-proto.js';
 
 /** Tunables of the HTTP stack (every one optional). */
 export interface InboundHttpSettings {
@@ -186,6 +190,7 @@ interface HttpConn {
   /** HTTP/2: what relays of this connection's requests need of the stack (gRPC and not), made on first use. */
   relayHost?: H2RelayHost;
   grpcRelayHost?: H2RelayHost;
+  origProtoHost?: OrigProtoHost;
 }
 
 /** An HTTP/1 request target split into the origin-form path and an absolute-form authority. */
@@ -639,6 +644,7 @@ export class InboundHttp {
     const pairs = block.pairs;
     const headers: Record<string, string | string[]> = Object.create(null) as Record<string, string | string[]>;
     let l5d = false;
+    let origProto: string | undefined;
     let path: string | undefined;
     let authority: string | undefined;
     for (let i = 0; i + 1 < pairs.length; i += 2) {
@@ -646,6 +652,7 @@ export class InboundHttp {
       const value = pairs[i + 1] as string;
       if (isL5dHeader(name)) {
         l5d = true;
+        if (name === L5D_ORIG_PROTO) origProto = value;
         continue;
       }
       const prev = headers[name];
@@ -682,7 +689,8 @@ export class InboundHttp {
     }
     const ex = this.#exchange(ctx, d, info);
     try {
-      this.#permitted2(stream, ctx, d, info, ex, rewritten ? { ...block, pairs: withPath(block.pairs, path) } : block, headers, l5d, grpc);
+      const upgraded = origProto === undefined ? undefined : parseOrigProto(origProto);
+      this.#permitted2(stream, ctx, d, info, ex, rewritten ? { ...block, pairs: withPath(block.pairs, path) } : block, headers, l5d, grpc, upgraded);
     } catch (err) {
       // Reported as failed here; the caller resets the stream.
       ex?.fail('proxy error');
@@ -702,6 +710,7 @@ export class InboundHttp {
     headers: Record<string, string | string[]>,
     l5d: boolean,
     grpc: boolean,
+    upgraded: OrigProto | undefined,
   ): void {
     const pairs = block.pairs;
     let upstream: readonly string[] = pairs;
@@ -725,6 +734,13 @@ export class InboundHttp {
       upstream = withoutL5d(pairs);
     }
     if (ctx.meshedId !== undefined) upstream = [...upstream, L5D_CLIENT_ID, ctx.meshedId];
+    if (upgraded !== undefined) {
+      // An HTTP/1 request a client proxy carried as HTTP/2: HTTP/1 again for the application (inbound/orig-proto).
+      const req = http1RequestOf(upstream);
+      const closeAfter = !stream.remoteEnded && BODY_MAY_BE_IGNORED.has(req.method);
+      new OrigProtoRelay(this.#origProtoHost(ctx), stream, ex).start(this.#upstream.pool1(ctx.appHost, ctx.appPort), { ...req, closeAfter });
+      return;
+    }
     // Relayed to the application, and its response back (inbound/h2-relay).
     new H2Relay(this.#relayHost(ctx, grpc), stream, upstream, block.sensitive, ex).start();
   }
@@ -767,6 +783,22 @@ export class InboundHttp {
     };
     if (grpc) ctx.grpcRelayHost = host;
     else ctx.relayHost = host;
+    return host;
+  }
+
+  /** What downgraded requests of a connection need of the stack (made once per connection). */
+  #origProtoHost(ctx: HttpConn): OrigProtoHost {
+    if (ctx.origProtoHost !== undefined) return ctx.origProtoHost;
+    const host: OrigProtoHost = {
+      refused: (relay, reason) => {
+        this.#error(ctx, 'bad request');
+        if (this.#log.isLevelEnabled('debug')) this.#log.debug({ client: ctx.remote, port: ctx.port, reason }, 'inbound HTTP request cannot be forwarded');
+        this.#respond2(relay.down, ctx, false, 400, GRPC_INTERNAL, reason);
+      },
+      unreachable: (relay, err) => this.#unreachable2(relay.down, ctx, false, err),
+      aborted: () => this.#error(ctx, 'app response aborted'),
+    };
+    ctx.origProtoHost = host;
     return host;
   }
 
