@@ -6,9 +6,9 @@
  * imports `api` for its clients (which speak HTTP/2 themselves) and must not carry grpc-js.
  */
 import { createRequire } from 'node:module';
-import { createSecureContext } from 'node:tls';
+import type { AddressInfo } from 'node:net';
+import { createSecureContext, createServer as createTlsServer, type TLSSocket, type Server as TlsServer } from 'node:tls';
 import type * as GrpcJs from '@grpc/grpc-js';
-import type { experimental, ServerCredentials } from '@grpc/grpc-js';
 import { errorMessage, MeshError } from '../shared/index.js';
 import type { GrpcServiceBinding } from './grpc-service.js';
 
@@ -49,54 +49,12 @@ export interface GrpcServerHandle {
   updateTls?(tls: { readonly certPem: string; readonly keyPem: string; readonly caPem?: string }): void;
 }
 
-/**
- * grpc-js stops accepting connections when it is handed material it cannot load, so the
- * material is loaded here first.
- */
+/** The material loads (and the key matches the certificate); throws `ERR_GRPC_TLS_INVALID` otherwise. */
 function checkTls(tls: { certPem: string; keyPem: string; caPem?: string }): void {
   try {
     createSecureContext({ cert: tls.certPem, key: tls.keyPem, ...(tls.caPem === undefined ? {} : { ca: tls.caPem }) });
   } catch (e) {
     throw new MeshError('ERR_GRPC_TLS_INVALID', `invalid gRPC server TLS material: ${errorMessage(e)}`, { cause: e });
-  }
-}
-
-/** Holds the current certificate and trust roots and pushes changes to grpc-js. */
-class MutableCertificates implements experimental.CertificateProvider {
-  #ca: Buffer | undefined;
-  #identity: { certificate: Buffer; privateKey: Buffer };
-  readonly #caListeners = new Set<experimental.CaCertificateUpdateListener>();
-  readonly #identityListeners = new Set<experimental.IdentityCertificateUpdateListener>();
-
-  constructor(tls: { certPem: string; keyPem: string; caPem?: string }) {
-    this.#identity = { certificate: Buffer.from(tls.certPem), privateKey: Buffer.from(tls.keyPem) };
-    this.#ca = tls.caPem === undefined ? undefined : Buffer.from(tls.caPem);
-  }
-
-  update(tls: { certPem: string; keyPem: string; caPem?: string }): void {
-    this.#identity = { certificate: Buffer.from(tls.certPem), privateKey: Buffer.from(tls.keyPem) };
-    if (tls.caPem !== undefined) this.#ca = Buffer.from(tls.caPem);
-    for (const l of this.#caListeners) l(this.#ca === undefined ? null : { caCertificate: this.#ca });
-    for (const l of this.#identityListeners) l(this.#identity);
-  }
-
-  // Listeners get the current value synchronously on registration (see startGrpcServer).
-  addCaCertificateListener(listener: experimental.CaCertificateUpdateListener): void {
-    this.#caListeners.add(listener);
-    listener(this.#ca === undefined ? null : { caCertificate: this.#ca });
-  }
-
-  removeCaCertificateListener(listener: experimental.CaCertificateUpdateListener): void {
-    this.#caListeners.delete(listener);
-  }
-
-  addIdentityCertificateListener(listener: experimental.IdentityCertificateUpdateListener): void {
-    this.#identityListeners.add(listener);
-    listener(this.#identity);
-  }
-
-  removeIdentityCertificateListener(listener: experimental.IdentityCertificateUpdateListener): void {
-    this.#identityListeners.delete(listener);
   }
 }
 
@@ -112,39 +70,71 @@ function hostPort(host: string, port: number): string {
   return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
 }
 
+/**
+ * Listens for TLS on `host:port` and hands each decrypted connection to `server` as HTTP/2.
+ *
+ * Clients that offer ALPN `h2` and clients that offer none at all (HTTP/2 with prior knowledge
+ * inside TLS, as linkerd2-proxy's control-plane client does) are both served; node's HTTP/2 TLS
+ * server — what grpc-js binds — refuses the latter, so the TLS is terminated here instead.
+ */
+async function listenTls(server: GrpcJs.Server, opts: GrpcServerOptions & { tls: GrpcServerTls }, isClosing: () => boolean): Promise<TlsServer> {
+  const { ServerCredentials } = loadGrpcJs();
+  const injector = server.createConnectionInjector(ServerCredentials.createInsecure());
+  const tlsServer = createTlsServer(
+    {
+      cert: opts.tls.certPem,
+      key: opts.tls.keyPem,
+      ...(opts.tls.caPem === undefined ? {} : { ca: opts.tls.caPem, requestCert: true, rejectUnauthorized: opts.tls.requireClientCert === true }),
+      // A client offering only other protocols fails the handshake (no_application_protocol).
+      ALPNProtocols: ['h2'],
+    },
+    (socket: TLSSocket) => {
+      // A handshake that completes after close() started must not open a session.
+      if (isClosing()) {
+        socket.destroy();
+        return;
+      }
+      // node's HTTP/2 server takes a TLS socket whose ALPN is `false` for HTTP/1; without ALPN the
+      // client speaks HTTP/2 anyway (it is a gRPC server's only protocol), so say so.
+      if (socket.alpnProtocol !== 'h2') socket.alpnProtocol = 'h2';
+      injector.injectConnection(socket);
+    },
+  );
+  // A failed handshake is the client's problem; the server goes on.
+  tlsServer.on('tlsClientError', () => {});
+  await new Promise<void>((resolve, reject) => {
+    tlsServer.once('error', reject);
+    tlsServer.listen({ host: opts.host, port: opts.port }, () => {
+      tlsServer.off('error', reject);
+      resolve();
+    });
+  });
+  return tlsServer;
+}
+
 /** Binds and starts a server; rejects when the address cannot be bound or the TLS material does not load. */
 export async function startGrpcServer(opts: GrpcServerOptions): Promise<GrpcServerHandle> {
-  if (opts.tls !== undefined) checkTls(opts.tls);
-  const { experimental, Server, ServerCredentials } = loadGrpcJs();
+  const tls = opts.tls;
+  if (tls !== undefined) checkTls(tls);
+  const { Server, ServerCredentials } = loadGrpcJs();
   const server = new Server();
   for (const s of opts.services) server.addService(s.definition, s.implementation);
 
-  let certificates: MutableCertificates | undefined;
-  let credentials: ServerCredentials;
-  if (opts.tls === undefined) {
-    credentials = ServerCredentials.createInsecure();
+  let tlsServer: TlsServer | undefined;
+  let port: number;
+  let closing: Promise<void> | undefined;
+  if (tls === undefined) {
+    port = await new Promise<number>((resolve, reject) => {
+      server.bindAsync(hostPort(opts.host, opts.port), ServerCredentials.createInsecure(), (err, bound) => (err === null ? resolve(bound) : reject(err)));
+    });
   } else {
-    certificates = new MutableCertificates(opts.tls);
-    // The first argument is the identity provider, the second the (optional) client CA provider.
-    credentials = experimental.createCertificateProviderServerCredentials(
-      certificates,
-      opts.tls.caPem === undefined ? null : certificates,
-      opts.tls.caPem !== undefined && opts.tls.requireClientCert === true,
-    );
-    // grpc-js reads the credentials' current TLS options when it creates each listener, but only
-    // subscribes to the providers afterwards; a watcher registered up front subscribes them now,
-    // so every listener starts with the certificate instead of dropping connections until the
-    // first update.
-    credentials._addWatcher(() => {});
+    tlsServer = await listenTls(server, { ...opts, tls }, () => closing !== undefined);
+    port = (tlsServer.address() as AddressInfo).port;
   }
 
-  const port = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(hostPort(opts.host, opts.port), credentials, (err, bound) => (err === null ? resolve(bound) : reject(err)));
-  });
-
-  let closing: Promise<void> | undefined;
   const close = (graceMs = 5000): Promise<void> => {
     closing ??= new Promise<void>((resolve) => {
+      tlsServer?.close();
       const timer = setTimeout(() => {
         server.forceShutdown();
         resolve();
@@ -161,13 +151,15 @@ export async function startGrpcServer(opts: GrpcServerOptions): Promise<GrpcServ
   };
 
   const handle: GrpcServerHandle = { port, close };
-  if (certificates !== undefined) {
-    const certs = certificates;
+  if (tlsServer !== undefined && tls !== undefined) {
+    const listener = tlsServer;
+    let ca = tls.caPem;
     return {
       ...handle,
-      updateTls: (tls) => {
-        checkTls(tls);
-        certs.update(tls);
+      updateTls: (next) => {
+        checkTls(next);
+        ca = next.caPem ?? ca;
+        listener.setSecureContext({ cert: next.certPem, key: next.keyPem, ...(ca === undefined ? {} : { ca }) });
       },
     };
   }
