@@ -4,6 +4,7 @@
 /* eslint-disable */
 import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
 import { Duration } from "./google/protobuf/duration.js";
+import { HttpMethod } from "./http_types.js";
 import { Metadata } from "./meta.js";
 import { TcpAddress } from "./net.js";
 
@@ -134,6 +135,106 @@ export interface Http2ClientParams_Internals {
   maxConcurrentResetStreams: number;
   maxFrameSize: number;
   maxSendBufSize: number;
+}
+
+/** What the client proxy should know about a destination before resolving its endpoints. */
+export interface DestinationProfile {
+  /** `<svc>.<ns>.svc.<domain>` (no port) when the destination is a Service; empty otherwise. */
+  fullyQualifiedName: string;
+  /** The destination's port carries opaque TCP: no protocol detection, no HTTP routes. */
+  opaqueProtocol: boolean;
+  /** ServiceProfile routes, first match wins. */
+  routes: Route[];
+  retryBudget?:
+    | RetryBudget
+    | undefined;
+  /** Traffic split: when non-empty, requests go to these authorities by weight instead. */
+  dstOverrides: WeightedDst[];
+  /** Set when the destination is a single known endpoint (a pod address) rather than a Service. */
+  endpoint?:
+    | WeightedAddr
+    | undefined;
+  /** The Service this profile describes, when there is one. */
+  parentRef?:
+    | Metadata
+    | undefined;
+  /** The ServiceProfile resource, when there is one. */
+  profileRef?: Metadata | undefined;
+}
+
+export interface Route {
+  condition?:
+    | RequestMatch
+    | undefined;
+  /** First match wins; no match means success. */
+  responseClasses: ResponseClass[];
+  metricsLabels: { [key: string]: string };
+  isRetryable: boolean;
+  timeout?: Duration | undefined;
+}
+
+export interface Route_MetricsLabelsEntry {
+  key: string;
+  value: string;
+}
+
+/** How many retries may be added on top of the original requests. */
+export interface RetryBudget {
+  /** Retries per original request (0.2 = one retry per five requests). */
+  retryRatio: number;
+  /** Retries always allowed per second, whatever the ratio. */
+  minRetriesPerSecond: number;
+  /** The window over which the ratio is computed. */
+  ttl?: Duration | undefined;
+}
+
+export interface ResponseClass {
+  condition?: ResponseMatch | undefined;
+  isFailure: boolean;
+}
+
+export interface RequestMatch {
+  match?:
+    | { $case: "all"; value: RequestMatch_Seq }
+    | { $case: "any"; value: RequestMatch_Seq }
+    | { $case: "not"; value: RequestMatch }
+    | { $case: "path"; value: PathMatch }
+    | { $case: "method"; value: HttpMethod }
+    | undefined;
+}
+
+export interface RequestMatch_Seq {
+  matches: RequestMatch[];
+}
+
+export interface PathMatch {
+  regex: string;
+}
+
+export interface ResponseMatch {
+  match?:
+    | { $case: "all"; value: ResponseMatch_Seq }
+    | { $case: "any"; value: ResponseMatch_Seq }
+    | { $case: "not"; value: ResponseMatch }
+    | { $case: "status"; value: HttpStatusRange }
+    | undefined;
+}
+
+export interface ResponseMatch_Seq {
+  matches: ResponseMatch[];
+}
+
+/** Inclusive bounds; an unset bound makes the range a single status. */
+export interface HttpStatusRange {
+  min: number;
+  max: number;
+}
+
+export interface WeightedDst {
+  /** Resolved with Destination.Get. */
+  authority: string;
+  weight: number;
+  backendRef?: Metadata | undefined;
 }
 
 function createBaseGetDestination(): GetDestination {
@@ -2164,6 +2265,1409 @@ export const Http2ClientParams_Internals: MessageFns<Http2ClientParams_Internals
   },
 };
 
+function createBaseDestinationProfile(): DestinationProfile {
+  return {
+    fullyQualifiedName: "",
+    opaqueProtocol: false,
+    routes: [],
+    retryBudget: undefined,
+    dstOverrides: [],
+    endpoint: undefined,
+    parentRef: undefined,
+    profileRef: undefined,
+  };
+}
+
+export const DestinationProfile: MessageFns<DestinationProfile> = {
+  encode(message: DestinationProfile, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.fullyQualifiedName !== "") {
+      writer.uint32(42).string(message.fullyQualifiedName);
+    }
+    if (message.opaqueProtocol !== false) {
+      writer.uint32(32).bool(message.opaqueProtocol);
+    }
+    for (const v of message.routes) {
+      Route.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.retryBudget !== undefined) {
+      RetryBudget.encode(message.retryBudget, writer.uint32(18).fork()).join();
+    }
+    for (const v of message.dstOverrides) {
+      WeightedDst.encode(v!, writer.uint32(26).fork()).join();
+    }
+    if (message.endpoint !== undefined) {
+      WeightedAddr.encode(message.endpoint, writer.uint32(50).fork()).join();
+    }
+    if (message.parentRef !== undefined) {
+      Metadata.encode(message.parentRef, writer.uint32(58).fork()).join();
+    }
+    if (message.profileRef !== undefined) {
+      Metadata.encode(message.profileRef, writer.uint32(66).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DestinationProfile {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDestinationProfile();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.fullyQualifiedName = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.opaqueProtocol = reader.bool();
+            continue;
+          }
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.routes.push(Route.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.retryBudget = RetryBudget.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.dstOverrides.push(WeightedDst.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.endpoint = WeightedAddr.decode(reader, reader.uint32());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.parentRef = Metadata.decode(reader, reader.uint32());
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.profileRef = Metadata.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DestinationProfile {
+    return {
+      fullyQualifiedName: isSet(object.fullyQualifiedName)
+        ? globalThis.String(object.fullyQualifiedName)
+        : isSet(object.fully_qualified_name)
+        ? globalThis.String(object.fully_qualified_name)
+        : "",
+      opaqueProtocol: isSet(object.opaqueProtocol)
+        ? globalThis.Boolean(object.opaqueProtocol)
+        : isSet(object.opaque_protocol)
+        ? globalThis.Boolean(object.opaque_protocol)
+        : false,
+      routes: globalThis.Array.isArray(object?.routes) ? object.routes.map((e: any) => Route.fromJSON(e)) : [],
+      retryBudget: isSet(object.retryBudget)
+        ? RetryBudget.fromJSON(object.retryBudget)
+        : isSet(object.retry_budget)
+        ? RetryBudget.fromJSON(object.retry_budget)
+        : undefined,
+      dstOverrides: globalThis.Array.isArray(object?.dstOverrides)
+        ? object.dstOverrides.map((e: any) => WeightedDst.fromJSON(e))
+        : globalThis.Array.isArray(object?.dst_overrides)
+        ? object.dst_overrides.map((e: any) => WeightedDst.fromJSON(e))
+        : [],
+      endpoint: isSet(object.endpoint) ? WeightedAddr.fromJSON(object.endpoint) : undefined,
+      parentRef: isSet(object.parentRef)
+        ? Metadata.fromJSON(object.parentRef)
+        : isSet(object.parent_ref)
+        ? Metadata.fromJSON(object.parent_ref)
+        : undefined,
+      profileRef: isSet(object.profileRef)
+        ? Metadata.fromJSON(object.profileRef)
+        : isSet(object.profile_ref)
+        ? Metadata.fromJSON(object.profile_ref)
+        : undefined,
+    };
+  },
+
+  toJSON(message: DestinationProfile): unknown {
+    const obj: any = {};
+    if (message.fullyQualifiedName !== "") {
+      obj.fullyQualifiedName = message.fullyQualifiedName;
+    }
+    if (message.opaqueProtocol !== false) {
+      obj.opaqueProtocol = message.opaqueProtocol;
+    }
+    if (message.routes?.length) {
+      obj.routes = message.routes.map((e) => Route.toJSON(e));
+    }
+    if (message.retryBudget !== undefined) {
+      obj.retryBudget = RetryBudget.toJSON(message.retryBudget);
+    }
+    if (message.dstOverrides?.length) {
+      obj.dstOverrides = message.dstOverrides.map((e) => WeightedDst.toJSON(e));
+    }
+    if (message.endpoint !== undefined) {
+      obj.endpoint = WeightedAddr.toJSON(message.endpoint);
+    }
+    if (message.parentRef !== undefined) {
+      obj.parentRef = Metadata.toJSON(message.parentRef);
+    }
+    if (message.profileRef !== undefined) {
+      obj.profileRef = Metadata.toJSON(message.profileRef);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DestinationProfile>, I>>(base?: I): DestinationProfile {
+    return DestinationProfile.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DestinationProfile>, I>>(object: I): DestinationProfile {
+    const message = createBaseDestinationProfile();
+    message.fullyQualifiedName = object.fullyQualifiedName ?? "";
+    message.opaqueProtocol = object.opaqueProtocol ?? false;
+    message.routes = object.routes?.map((e) => Route.fromPartial(e)) || [];
+    message.retryBudget = (object.retryBudget !== undefined && object.retryBudget !== null)
+      ? RetryBudget.fromPartial(object.retryBudget)
+      : undefined;
+    message.dstOverrides = object.dstOverrides?.map((e) => WeightedDst.fromPartial(e)) || [];
+    message.endpoint = (object.endpoint !== undefined && object.endpoint !== null)
+      ? WeightedAddr.fromPartial(object.endpoint)
+      : undefined;
+    message.parentRef = (object.parentRef !== undefined && object.parentRef !== null)
+      ? Metadata.fromPartial(object.parentRef)
+      : undefined;
+    message.profileRef = (object.profileRef !== undefined && object.profileRef !== null)
+      ? Metadata.fromPartial(object.profileRef)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseRoute(): Route {
+  return { condition: undefined, responseClasses: [], metricsLabels: {}, isRetryable: false, timeout: undefined };
+}
+
+export const Route: MessageFns<Route> = {
+  encode(message: Route, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.condition !== undefined) {
+      RequestMatch.encode(message.condition, writer.uint32(10).fork()).join();
+    }
+    for (const v of message.responseClasses) {
+      ResponseClass.encode(v!, writer.uint32(18).fork()).join();
+    }
+    globalThis.Object.entries(message.metricsLabels).forEach(([key, value]: [string, string]) => {
+      Route_MetricsLabelsEntry.encode({ key: key as any, value }, writer.uint32(26).fork()).join();
+    });
+    if (message.isRetryable !== false) {
+      writer.uint32(32).bool(message.isRetryable);
+    }
+    if (message.timeout !== undefined) {
+      Duration.encode(message.timeout, writer.uint32(42).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Route {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRoute();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.condition = RequestMatch.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.responseClasses.push(ResponseClass.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            const entry3 = Route_MetricsLabelsEntry.decode(reader, reader.uint32());
+            if (entry3.value !== undefined) {
+              message.metricsLabels[entry3.key] = entry3.value;
+            }
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.isRetryable = reader.bool();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.timeout = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): Route {
+    return {
+      condition: isSet(object.condition) ? RequestMatch.fromJSON(object.condition) : undefined,
+      responseClasses: globalThis.Array.isArray(object?.responseClasses)
+        ? object.responseClasses.map((e: any) => ResponseClass.fromJSON(e))
+        : globalThis.Array.isArray(object?.response_classes)
+        ? object.response_classes.map((e: any) => ResponseClass.fromJSON(e))
+        : [],
+      metricsLabels: isObject(object.metricsLabels)
+        ? (globalThis.Object.entries(object.metricsLabels) as [string, any][]).reduce(
+          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.String(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : isObject(object.metrics_labels)
+        ? (globalThis.Object.entries(object.metrics_labels) as [string, any][]).reduce(
+          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.String(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
+      isRetryable: isSet(object.isRetryable)
+        ? globalThis.Boolean(object.isRetryable)
+        : isSet(object.is_retryable)
+        ? globalThis.Boolean(object.is_retryable)
+        : false,
+      timeout: isSet(object.timeout) ? Duration.fromJSON(object.timeout) : undefined,
+    };
+  },
+
+  toJSON(message: Route): unknown {
+    const obj: any = {};
+    if (message.condition !== undefined) {
+      obj.condition = RequestMatch.toJSON(message.condition);
+    }
+    if (message.responseClasses?.length) {
+      obj.responseClasses = message.responseClasses.map((e) => ResponseClass.toJSON(e));
+    }
+    if (message.metricsLabels) {
+      const entries = globalThis.Object.entries(message.metricsLabels) as [string, string][];
+      if (entries.length > 0) {
+        obj.metricsLabels = {};
+        entries.forEach(([k, v]) => {
+          obj.metricsLabels[k] = v;
+        });
+      }
+    }
+    if (message.isRetryable !== false) {
+      obj.isRetryable = message.isRetryable;
+    }
+    if (message.timeout !== undefined) {
+      obj.timeout = Duration.toJSON(message.timeout);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<Route>, I>>(base?: I): Route {
+    return Route.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<Route>, I>>(object: I): Route {
+    const message = createBaseRoute();
+    message.condition = (object.condition !== undefined && object.condition !== null)
+      ? RequestMatch.fromPartial(object.condition)
+      : undefined;
+    message.responseClasses = object.responseClasses?.map((e) => ResponseClass.fromPartial(e)) || [];
+    message.metricsLabels = (globalThis.Object.entries(object.metricsLabels ?? {}) as [string, string][]).reduce(
+      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.String(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.isRetryable = object.isRetryable ?? false;
+    message.timeout = (object.timeout !== undefined && object.timeout !== null)
+      ? Duration.fromPartial(object.timeout)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseRoute_MetricsLabelsEntry(): Route_MetricsLabelsEntry {
+  return { key: "", value: "" };
+}
+
+export const Route_MetricsLabelsEntry: MessageFns<Route_MetricsLabelsEntry> = {
+  encode(message: Route_MetricsLabelsEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Route_MetricsLabelsEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRoute_MetricsLabelsEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): Route_MetricsLabelsEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? globalThis.String(object.value) : "",
+    };
+  },
+
+  toJSON(message: Route_MetricsLabelsEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== "") {
+      obj.value = message.value;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<Route_MetricsLabelsEntry>, I>>(base?: I): Route_MetricsLabelsEntry {
+    return Route_MetricsLabelsEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<Route_MetricsLabelsEntry>, I>>(object: I): Route_MetricsLabelsEntry {
+    const message = createBaseRoute_MetricsLabelsEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? "";
+    return message;
+  },
+};
+
+function createBaseRetryBudget(): RetryBudget {
+  return { retryRatio: 0, minRetriesPerSecond: 0, ttl: undefined };
+}
+
+export const RetryBudget: MessageFns<RetryBudget> = {
+  encode(message: RetryBudget, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.retryRatio !== 0) {
+      writer.uint32(13).float(message.retryRatio);
+    }
+    if (message.minRetriesPerSecond !== 0) {
+      writer.uint32(16).uint32(message.minRetriesPerSecond);
+    }
+    if (message.ttl !== undefined) {
+      Duration.encode(message.ttl, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RetryBudget {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRetryBudget();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 13) {
+              break;
+            }
+
+            message.retryRatio = reader.float();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.minRetriesPerSecond = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.ttl = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RetryBudget {
+    return {
+      retryRatio: isSet(object.retryRatio)
+        ? globalThis.Number(object.retryRatio)
+        : isSet(object.retry_ratio)
+        ? globalThis.Number(object.retry_ratio)
+        : 0,
+      minRetriesPerSecond: isSet(object.minRetriesPerSecond)
+        ? globalThis.Number(object.minRetriesPerSecond)
+        : isSet(object.min_retries_per_second)
+        ? globalThis.Number(object.min_retries_per_second)
+        : 0,
+      ttl: isSet(object.ttl) ? Duration.fromJSON(object.ttl) : undefined,
+    };
+  },
+
+  toJSON(message: RetryBudget): unknown {
+    const obj: any = {};
+    if (message.retryRatio !== 0) {
+      obj.retryRatio = floatToJson(message.retryRatio);
+    }
+    if (message.minRetriesPerSecond !== 0) {
+      obj.minRetriesPerSecond = Math.round(message.minRetriesPerSecond);
+    }
+    if (message.ttl !== undefined) {
+      obj.ttl = Duration.toJSON(message.ttl);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RetryBudget>, I>>(base?: I): RetryBudget {
+    return RetryBudget.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RetryBudget>, I>>(object: I): RetryBudget {
+    const message = createBaseRetryBudget();
+    message.retryRatio = object.retryRatio ?? 0;
+    message.minRetriesPerSecond = object.minRetriesPerSecond ?? 0;
+    message.ttl = (object.ttl !== undefined && object.ttl !== null) ? Duration.fromPartial(object.ttl) : undefined;
+    return message;
+  },
+};
+
+function createBaseResponseClass(): ResponseClass {
+  return { condition: undefined, isFailure: false };
+}
+
+export const ResponseClass: MessageFns<ResponseClass> = {
+  encode(message: ResponseClass, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.condition !== undefined) {
+      ResponseMatch.encode(message.condition, writer.uint32(10).fork()).join();
+    }
+    if (message.isFailure !== false) {
+      writer.uint32(16).bool(message.isFailure);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ResponseClass {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseResponseClass();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.condition = ResponseMatch.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.isFailure = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ResponseClass {
+    return {
+      condition: isSet(object.condition) ? ResponseMatch.fromJSON(object.condition) : undefined,
+      isFailure: isSet(object.isFailure)
+        ? globalThis.Boolean(object.isFailure)
+        : isSet(object.is_failure)
+        ? globalThis.Boolean(object.is_failure)
+        : false,
+    };
+  },
+
+  toJSON(message: ResponseClass): unknown {
+    const obj: any = {};
+    if (message.condition !== undefined) {
+      obj.condition = ResponseMatch.toJSON(message.condition);
+    }
+    if (message.isFailure !== false) {
+      obj.isFailure = message.isFailure;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ResponseClass>, I>>(base?: I): ResponseClass {
+    return ResponseClass.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ResponseClass>, I>>(object: I): ResponseClass {
+    const message = createBaseResponseClass();
+    message.condition = (object.condition !== undefined && object.condition !== null)
+      ? ResponseMatch.fromPartial(object.condition)
+      : undefined;
+    message.isFailure = object.isFailure ?? false;
+    return message;
+  },
+};
+
+function createBaseRequestMatch(): RequestMatch {
+  return { match: undefined };
+}
+
+export const RequestMatch: MessageFns<RequestMatch> = {
+  encode(message: RequestMatch, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    switch (message.match?.$case) {
+      case "all":
+        RequestMatch_Seq.encode(message.match.value, writer.uint32(10).fork()).join();
+        break;
+      case "any":
+        RequestMatch_Seq.encode(message.match.value, writer.uint32(18).fork()).join();
+        break;
+      case "not":
+        RequestMatch.encode(message.match.value, writer.uint32(26).fork()).join();
+        break;
+      case "path":
+        PathMatch.encode(message.match.value, writer.uint32(34).fork()).join();
+        break;
+      case "method":
+        HttpMethod.encode(message.match.value, writer.uint32(42).fork()).join();
+        break;
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RequestMatch {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRequestMatch();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.match = { $case: "all", value: RequestMatch_Seq.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.match = { $case: "any", value: RequestMatch_Seq.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.match = { $case: "not", value: RequestMatch.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.match = { $case: "path", value: PathMatch.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.match = { $case: "method", value: HttpMethod.decode(reader, reader.uint32()) };
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RequestMatch {
+    return {
+      match: isSet(object.all)
+        ? { $case: "all", value: RequestMatch_Seq.fromJSON(object.all) }
+        : isSet(object.any)
+        ? { $case: "any", value: RequestMatch_Seq.fromJSON(object.any) }
+        : isSet(object.not)
+        ? { $case: "not", value: RequestMatch.fromJSON(object.not) }
+        : isSet(object.path)
+        ? { $case: "path", value: PathMatch.fromJSON(object.path) }
+        : isSet(object.method)
+        ? { $case: "method", value: HttpMethod.fromJSON(object.method) }
+        : undefined,
+    };
+  },
+
+  toJSON(message: RequestMatch): unknown {
+    const obj: any = {};
+    if (message.match?.$case === "all") {
+      obj.all = RequestMatch_Seq.toJSON(message.match.value);
+    } else if (message.match?.$case === "any") {
+      obj.any = RequestMatch_Seq.toJSON(message.match.value);
+    } else if (message.match?.$case === "not") {
+      obj.not = RequestMatch.toJSON(message.match.value);
+    } else if (message.match?.$case === "path") {
+      obj.path = PathMatch.toJSON(message.match.value);
+    } else if (message.match?.$case === "method") {
+      obj.method = HttpMethod.toJSON(message.match.value);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RequestMatch>, I>>(base?: I): RequestMatch {
+    return RequestMatch.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RequestMatch>, I>>(object: I): RequestMatch {
+    const message = createBaseRequestMatch();
+    switch (object.match?.$case) {
+      case "all": {
+        if (object.match?.value !== undefined && object.match?.value !== null) {
+          message.match = { $case: "all", value: RequestMatch_Seq.fromPartial(object.match.value) };
+        }
+        break;
+      }
+      case "any": {
+        if (object.match?.value !== undefined && object.match?.value !== null) {
+          message.match = { $case: "any", value: RequestMatch_Seq.fromPartial(object.match.value) };
+        }
+        break;
+      }
+      case "not": {
+        if (object.match?.value !== undefined && object.match?.value !== null) {
+          message.match = { $case: "not", value: RequestMatch.fromPartial(object.match.value) };
+        }
+        break;
+      }
+      case "path": {
+        if (object.match?.value !== undefined && object.match?.value !== null) {
+          message.match = { $case: "path", value: PathMatch.fromPartial(object.match.value) };
+        }
+        break;
+      }
+      case "method": {
+        if (object.match?.value !== undefined && object.match?.value !== null) {
+          message.match = { $case: "method", value: HttpMethod.fromPartial(object.match.value) };
+        }
+        break;
+      }
+    }
+    return message;
+  },
+};
+
+function createBaseRequestMatch_Seq(): RequestMatch_Seq {
+  return { matches: [] };
+}
+
+export const RequestMatch_Seq: MessageFns<RequestMatch_Seq> = {
+  encode(message: RequestMatch_Seq, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.matches) {
+      RequestMatch.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RequestMatch_Seq {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRequestMatch_Seq();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.matches.push(RequestMatch.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RequestMatch_Seq {
+    return {
+      matches: globalThis.Array.isArray(object?.matches)
+        ? object.matches.map((e: any) => RequestMatch.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: RequestMatch_Seq): unknown {
+    const obj: any = {};
+    if (message.matches?.length) {
+      obj.matches = message.matches.map((e) => RequestMatch.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RequestMatch_Seq>, I>>(base?: I): RequestMatch_Seq {
+    return RequestMatch_Seq.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RequestMatch_Seq>, I>>(object: I): RequestMatch_Seq {
+    const message = createBaseRequestMatch_Seq();
+    message.matches = object.matches?.map((e) => RequestMatch.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBasePathMatch(): PathMatch {
+  return { regex: "" };
+}
+
+export const PathMatch: MessageFns<PathMatch> = {
+  encode(message: PathMatch, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.regex !== "") {
+      writer.uint32(10).string(message.regex);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PathMatch {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePathMatch();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.regex = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PathMatch {
+    return { regex: isSet(object.regex) ? globalThis.String(object.regex) : "" };
+  },
+
+  toJSON(message: PathMatch): unknown {
+    const obj: any = {};
+    if (message.regex !== "") {
+      obj.regex = message.regex;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PathMatch>, I>>(base?: I): PathMatch {
+    return PathMatch.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PathMatch>, I>>(object: I): PathMatch {
+    const message = createBasePathMatch();
+    message.regex = object.regex ?? "";
+    return message;
+  },
+};
+
+function createBaseResponseMatch(): ResponseMatch {
+  return { match: undefined };
+}
+
+export const ResponseMatch: MessageFns<ResponseMatch> = {
+  encode(message: ResponseMatch, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    switch (message.match?.$case) {
+      case "all":
+        ResponseMatch_Seq.encode(message.match.value, writer.uint32(10).fork()).join();
+        break;
+      case "any":
+        ResponseMatch_Seq.encode(message.match.value, writer.uint32(18).fork()).join();
+        break;
+      case "not":
+        ResponseMatch.encode(message.match.value, writer.uint32(26).fork()).join();
+        break;
+      case "status":
+        HttpStatusRange.encode(message.match.value, writer.uint32(34).fork()).join();
+        break;
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ResponseMatch {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseResponseMatch();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.match = { $case: "all", value: ResponseMatch_Seq.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.match = { $case: "any", value: ResponseMatch_Seq.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.match = { $case: "not", value: ResponseMatch.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.match = { $case: "status", value: HttpStatusRange.decode(reader, reader.uint32()) };
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ResponseMatch {
+    return {
+      match: isSet(object.all)
+        ? { $case: "all", value: ResponseMatch_Seq.fromJSON(object.all) }
+        : isSet(object.any)
+        ? { $case: "any", value: ResponseMatch_Seq.fromJSON(object.any) }
+        : isSet(object.not)
+        ? { $case: "not", value: ResponseMatch.fromJSON(object.not) }
+        : isSet(object.status)
+        ? { $case: "status", value: HttpStatusRange.fromJSON(object.status) }
+        : undefined,
+    };
+  },
+
+  toJSON(message: ResponseMatch): unknown {
+    const obj: any = {};
+    if (message.match?.$case === "all") {
+      obj.all = ResponseMatch_Seq.toJSON(message.match.value);
+    } else if (message.match?.$case === "any") {
+      obj.any = ResponseMatch_Seq.toJSON(message.match.value);
+    } else if (message.match?.$case === "not") {
+      obj.not = ResponseMatch.toJSON(message.match.value);
+    } else if (message.match?.$case === "status") {
+      obj.status = HttpStatusRange.toJSON(message.match.value);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ResponseMatch>, I>>(base?: I): ResponseMatch {
+    return ResponseMatch.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ResponseMatch>, I>>(object: I): ResponseMatch {
+    const message = createBaseResponseMatch();
+    switch (object.match?.$case) {
+      case "all": {
+        if (object.match?.value !== undefined && object.match?.value !== null) {
+          message.match = { $case: "all", value: ResponseMatch_Seq.fromPartial(object.match.value) };
+        }
+        break;
+      }
+      case "any": {
+        if (object.match?.value !== undefined && object.match?.value !== null) {
+          message.match = { $case: "any", value: ResponseMatch_Seq.fromPartial(object.match.value) };
+        }
+        break;
+      }
+      case "not": {
+        if (object.match?.value !== undefined && object.match?.value !== null) {
+          message.match = { $case: "not", value: ResponseMatch.fromPartial(object.match.value) };
+        }
+        break;
+      }
+      case "status": {
+        if (object.match?.value !== undefined && object.match?.value !== null) {
+          message.match = { $case: "status", value: HttpStatusRange.fromPartial(object.match.value) };
+        }
+        break;
+      }
+    }
+    return message;
+  },
+};
+
+function createBaseResponseMatch_Seq(): ResponseMatch_Seq {
+  return { matches: [] };
+}
+
+export const ResponseMatch_Seq: MessageFns<ResponseMatch_Seq> = {
+  encode(message: ResponseMatch_Seq, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.matches) {
+      ResponseMatch.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ResponseMatch_Seq {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseResponseMatch_Seq();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.matches.push(ResponseMatch.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ResponseMatch_Seq {
+    return {
+      matches: globalThis.Array.isArray(object?.matches)
+        ? object.matches.map((e: any) => ResponseMatch.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: ResponseMatch_Seq): unknown {
+    const obj: any = {};
+    if (message.matches?.length) {
+      obj.matches = message.matches.map((e) => ResponseMatch.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ResponseMatch_Seq>, I>>(base?: I): ResponseMatch_Seq {
+    return ResponseMatch_Seq.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ResponseMatch_Seq>, I>>(object: I): ResponseMatch_Seq {
+    const message = createBaseResponseMatch_Seq();
+    message.matches = object.matches?.map((e) => ResponseMatch.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseHttpStatusRange(): HttpStatusRange {
+  return { min: 0, max: 0 };
+}
+
+export const HttpStatusRange: MessageFns<HttpStatusRange> = {
+  encode(message: HttpStatusRange, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.min !== 0) {
+      writer.uint32(8).uint32(message.min);
+    }
+    if (message.max !== 0) {
+      writer.uint32(16).uint32(message.max);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): HttpStatusRange {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseHttpStatusRange();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.min = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.max = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): HttpStatusRange {
+    return {
+      min: isSet(object.min) ? globalThis.Number(object.min) : 0,
+      max: isSet(object.max) ? globalThis.Number(object.max) : 0,
+    };
+  },
+
+  toJSON(message: HttpStatusRange): unknown {
+    const obj: any = {};
+    if (message.min !== 0) {
+      obj.min = Math.round(message.min);
+    }
+    if (message.max !== 0) {
+      obj.max = Math.round(message.max);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<HttpStatusRange>, I>>(base?: I): HttpStatusRange {
+    return HttpStatusRange.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<HttpStatusRange>, I>>(object: I): HttpStatusRange {
+    const message = createBaseHttpStatusRange();
+    message.min = object.min ?? 0;
+    message.max = object.max ?? 0;
+    return message;
+  },
+};
+
+function createBaseWeightedDst(): WeightedDst {
+  return { authority: "", weight: 0, backendRef: undefined };
+}
+
+export const WeightedDst: MessageFns<WeightedDst> = {
+  encode(message: WeightedDst, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.authority !== "") {
+      writer.uint32(10).string(message.authority);
+    }
+    if (message.weight !== 0) {
+      writer.uint32(16).uint32(message.weight);
+    }
+    if (message.backendRef !== undefined) {
+      Metadata.encode(message.backendRef, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WeightedDst {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWeightedDst();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.authority = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.weight = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.backendRef = Metadata.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): WeightedDst {
+    return {
+      authority: isSet(object.authority) ? globalThis.String(object.authority) : "",
+      weight: isSet(object.weight) ? globalThis.Number(object.weight) : 0,
+      backendRef: isSet(object.backendRef)
+        ? Metadata.fromJSON(object.backendRef)
+        : isSet(object.backend_ref)
+        ? Metadata.fromJSON(object.backend_ref)
+        : undefined,
+    };
+  },
+
+  toJSON(message: WeightedDst): unknown {
+    const obj: any = {};
+    if (message.authority !== "") {
+      obj.authority = message.authority;
+    }
+    if (message.weight !== 0) {
+      obj.weight = Math.round(message.weight);
+    }
+    if (message.backendRef !== undefined) {
+      obj.backendRef = Metadata.toJSON(message.backendRef);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<WeightedDst>, I>>(base?: I): WeightedDst {
+    return WeightedDst.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WeightedDst>, I>>(object: I): WeightedDst {
+    const message = createBaseWeightedDst();
+    message.authority = object.authority ?? "";
+    message.weight = object.weight ?? 0;
+    message.backendRef = (object.backendRef !== undefined && object.backendRef !== null)
+      ? Metadata.fromPartial(object.backendRef)
+      : undefined;
+    return message;
+  },
+};
+
 /** Resolves a destination to a stream of endpoint updates. */
 export type DestinationDefinition = typeof DestinationDefinition;
 export const DestinationDefinition = {
@@ -2179,8 +3683,24 @@ export const DestinationDefinition = {
       responseStream: true,
       options: {},
     },
+    /**
+     * The profile of a destination (its name, protocol, endpoint): an initial message, then one
+     * per change.
+     */
+    getProfile: {
+      name: "GetProfile",
+      requestType: GetDestination as typeof GetDestination,
+      requestStream: false,
+      responseType: DestinationProfile as typeof DestinationProfile,
+      responseStream: true,
+      options: {},
+    },
   },
 } as const;
+
+function floatToJson(value: number | null | undefined): number | string | null | undefined {
+  return typeof value === "number" && !globalThis.Number.isFinite(value) ? globalThis.String(value) : value;
+}
 
 type Builtin = Date | Function | Uint8Array | string | number | boolean | bigint | undefined;
 

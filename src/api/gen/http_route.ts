@@ -3,6 +3,7 @@
 
 /* eslint-disable */
 import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
+import { Duration } from "./google/protobuf/duration.js";
 import { Headers, HttpMethod, Scheme } from "./http_types.js";
 
 export const protobufPackage = "io.linkerd.proxy.http_route";
@@ -62,6 +63,13 @@ export interface RequestHeaderModifier {
   remove: string[];
 }
 
+/** Modifies response headers: additions first, then sets, then removals. */
+export interface ResponseHeaderModifier {
+  add?: Headers | undefined;
+  set?: Headers | undefined;
+  remove: string[];
+}
+
 /** Responds with a redirect whose `location` is built from these parts (unset = from the request). */
 export interface RequestRedirect {
   scheme?: Scheme | undefined;
@@ -88,6 +96,20 @@ export interface HttpFailureInjector {
 export interface Ratio {
   numerator: number;
   denominator: number;
+}
+
+/** Route timeouts; an unset one does not apply. */
+export interface Timeouts {
+  /** From the start of the request to the start of the response. */
+  response?:
+    | Duration
+    | undefined;
+  /** From the start of the request to the end of the response. */
+  request?:
+    | Duration
+    | undefined;
+  /** Longest time with no data in either direction. */
+  idle?: Duration | undefined;
 }
 
 function createBaseHostMatch(): HostMatch {
@@ -844,6 +866,107 @@ export const RequestHeaderModifier: MessageFns<RequestHeaderModifier> = {
   },
 };
 
+function createBaseResponseHeaderModifier(): ResponseHeaderModifier {
+  return { add: undefined, set: undefined, remove: [] };
+}
+
+export const ResponseHeaderModifier: MessageFns<ResponseHeaderModifier> = {
+  encode(message: ResponseHeaderModifier, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.add !== undefined) {
+      Headers.encode(message.add, writer.uint32(10).fork()).join();
+    }
+    if (message.set !== undefined) {
+      Headers.encode(message.set, writer.uint32(18).fork()).join();
+    }
+    for (const v of message.remove) {
+      writer.uint32(26).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ResponseHeaderModifier {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseResponseHeaderModifier();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.add = Headers.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.set = Headers.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.remove.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ResponseHeaderModifier {
+    return {
+      add: isSet(object.add) ? Headers.fromJSON(object.add) : undefined,
+      set: isSet(object.set) ? Headers.fromJSON(object.set) : undefined,
+      remove: globalThis.Array.isArray(object?.remove) ? object.remove.map((e: any) => globalThis.String(e)) : [],
+    };
+  },
+
+  toJSON(message: ResponseHeaderModifier): unknown {
+    const obj: any = {};
+    if (message.add !== undefined) {
+      obj.add = Headers.toJSON(message.add);
+    }
+    if (message.set !== undefined) {
+      obj.set = Headers.toJSON(message.set);
+    }
+    if (message.remove?.length) {
+      obj.remove = message.remove;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ResponseHeaderModifier>, I>>(base?: I): ResponseHeaderModifier {
+    return ResponseHeaderModifier.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ResponseHeaderModifier>, I>>(object: I): ResponseHeaderModifier {
+    const message = createBaseResponseHeaderModifier();
+    message.add = (object.add !== undefined && object.add !== null) ? Headers.fromPartial(object.add) : undefined;
+    message.set = (object.set !== undefined && object.set !== null) ? Headers.fromPartial(object.set) : undefined;
+    message.remove = object.remove?.map((e) => e) || [];
+    return message;
+  },
+};
+
 function createBaseRequestRedirect(): RequestRedirect {
   return { scheme: undefined, host: "", path: undefined, port: 0, status: 0 };
 }
@@ -1264,6 +1387,111 @@ export const Ratio: MessageFns<Ratio> = {
     const message = createBaseRatio();
     message.numerator = object.numerator ?? 0;
     message.denominator = object.denominator ?? 0;
+    return message;
+  },
+};
+
+function createBaseTimeouts(): Timeouts {
+  return { response: undefined, request: undefined, idle: undefined };
+}
+
+export const Timeouts: MessageFns<Timeouts> = {
+  encode(message: Timeouts, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.response !== undefined) {
+      Duration.encode(message.response, writer.uint32(10).fork()).join();
+    }
+    if (message.request !== undefined) {
+      Duration.encode(message.request, writer.uint32(18).fork()).join();
+    }
+    if (message.idle !== undefined) {
+      Duration.encode(message.idle, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Timeouts {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseTimeouts();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.response = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.request = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.idle = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): Timeouts {
+    return {
+      response: isSet(object.response) ? Duration.fromJSON(object.response) : undefined,
+      request: isSet(object.request) ? Duration.fromJSON(object.request) : undefined,
+      idle: isSet(object.idle) ? Duration.fromJSON(object.idle) : undefined,
+    };
+  },
+
+  toJSON(message: Timeouts): unknown {
+    const obj: any = {};
+    if (message.response !== undefined) {
+      obj.response = Duration.toJSON(message.response);
+    }
+    if (message.request !== undefined) {
+      obj.request = Duration.toJSON(message.request);
+    }
+    if (message.idle !== undefined) {
+      obj.idle = Duration.toJSON(message.idle);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<Timeouts>, I>>(base?: I): Timeouts {
+    return Timeouts.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<Timeouts>, I>>(object: I): Timeouts {
+    const message = createBaseTimeouts();
+    message.response = (object.response !== undefined && object.response !== null)
+      ? Duration.fromPartial(object.response)
+      : undefined;
+    message.request = (object.request !== undefined && object.request !== null)
+      ? Duration.fromPartial(object.request)
+      : undefined;
+    message.idle = (object.idle !== undefined && object.idle !== null) ? Duration.fromPartial(object.idle) : undefined;
     return message;
   },
 };
