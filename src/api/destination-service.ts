@@ -1,14 +1,17 @@
 /**
- * `io.linkerd.proxy.destination.Destination/Get` (POLICY-SEMANTICS §5.5) over a resolve
+ * `io.linkerd.proxy.destination.Destination` (POLICY-SEMANTICS §5.5). `Get` over a resolve
  * function: each call resolves the requested path once, then streams one `Update` per event
- * until the client cancels or the server shuts down.
+ * until the client cancels or the server shuts down. `GetProfile` over a profile resolver: the
+ * current profile, then each change (UNIMPLEMENTED without one).
  */
 import type { ServerWritableStream } from '@grpc/grpc-js';
 import { errorMessage } from '../shared/index.js';
 import { type DestinationEvent, destinationEventToWire } from './destination-wire.js';
-import { DestinationDefinition, type GetDestination, type Update } from './gen/destination.js';
+import { DestinationDefinition, type DestinationProfile, type GetDestination, type Update } from './gen/destination.js';
 import { statusCode } from './grpc-error.js';
 import { type GrpcServiceBinding, grpcJsDefinition } from './grpc-service.js';
+import { type DestinationProfileModel, destinationProfileToWire } from './outbound-wire.js';
+import { serveValueStream, type ValueRefusal, type ValueSubscription } from './value-stream.js';
 
 /** A destination lookup as received. */
 export interface DestinationRequest {
@@ -33,9 +36,21 @@ export type DestinationResolver = (
   req: DestinationRequest,
 ) => DestinationSubscription | { readonly ok: false; readonly code: 'INVALID_ARGUMENT' | 'NOT_FOUND'; readonly message: string };
 
+/** Resolves a GetProfile request to its watched profile, or says why not. */
+export type ProfileResolver = (req: DestinationRequest) => ValueSubscription<DestinationProfileModel> | ValueRefusal;
+
 /** The service binding. */
-export function destinationService(resolve: DestinationResolver): GrpcServiceBinding {
+export function destinationService(resolve: DestinationResolver, resolveProfile?: ProfileResolver): GrpcServiceBinding {
   const streams = new Set<() => void>();
+
+  const getProfile = (call: ServerWritableStream<GetDestination, DestinationProfile>): void => {
+    if (resolveProfile === undefined) {
+      call.emit('error', { code: statusCode('UNIMPLEMENTED'), details: 'profiles are not served' });
+      return;
+    }
+    const req = { path: call.request.path, contextToken: call.request.contextToken };
+    serveValueStream(call, () => resolveProfile(req), destinationProfileToWire, streams);
+  };
 
   const get = (call: ServerWritableStream<GetDestination, Update>): void => {
     let sub: ReturnType<DestinationResolver>;
@@ -94,7 +109,7 @@ export function destinationService(resolve: DestinationResolver): GrpcServiceBin
   return {
     serviceName: DestinationDefinition.fullName,
     definition: grpcJsDefinition(DestinationDefinition),
-    implementation: { get } satisfies Record<keyof typeof DestinationDefinition.methods, unknown>,
+    implementation: { get, getProfile } satisfies Record<keyof typeof DestinationDefinition.methods, unknown>,
     closeStreams: () => {
       for (const end of [...streams]) end();
     },

@@ -50,7 +50,8 @@ function tcpToWire(a: DestinationAddr): TcpAddress {
   return { ip: ipToWire(a.ip), port: a.port };
 }
 
-function endpointToWire(e: DestinationEndpoint): WeightedAddr {
+/** The `WeightedAddr` of an endpoint. Throws `MeshError` `ERR_WIRE_INVALID_IP` for an address that is not an IP. */
+export function destinationEndpointToWire(e: DestinationEndpoint): WeightedAddr {
   const hasHint = e.protocolHint !== undefined || e.opaqueTransportPort !== undefined;
   return {
     addr: tcpToWire(e),
@@ -79,7 +80,7 @@ function endpointToWire(e: DestinationEndpoint): WeightedAddr {
 export function destinationEventToWire(e: DestinationEvent): Update {
   switch (e.kind) {
     case 'add':
-      return { update: { $case: 'add', value: { addrs: e.endpoints.map(endpointToWire), metricLabels: { ...e.setLabels } } } };
+      return { update: { $case: 'add', value: { addrs: e.endpoints.map(destinationEndpointToWire), metricLabels: { ...e.setLabels } } } };
     case 'remove':
       return { update: { $case: 'remove', value: { addrs: e.addrs.map(tcpToWire) } } };
     case 'noEndpoints':

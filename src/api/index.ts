@@ -26,6 +26,8 @@ export * as inboundProto from './gen/inbound.js';
 export * as metaProto from './gen/meta.js';
 /** Generated messages of `io.linkerd.proxy.net`. */
 export * as netProto from './gen/net.js';
+/** Generated messages of `io.linkerd.proxy.outbound`. */
+export * as outboundProto from './gen/outbound.js';
 export type { GrpcClientTls, GrpcConnectOptions } from './grpc-client.js';
 export { GrpcError, type GrpcStatusName } from './grpc-error.js';
 export * from './grpc-server.js';
@@ -37,6 +39,9 @@ export * from './inbound-lookup.js';
 export * from './inbound-service.js';
 export * from './inbound-wire.js';
 export * from './ip-wire.js';
+export * from './outbound-service.js';
+export * from './outbound-wire.js';
 export * from './proto-json.js';
 export type { StreamHandlers } from './stream-handlers.js';
+export type { ValueRefusal, ValueSubscription } from './value-stream.js';
 export * from './wire-result.js';
