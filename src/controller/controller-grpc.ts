@@ -1,7 +1,8 @@
 /**
- * The controller's gRPC servers, each on its own listener: inbound policy (8090) from the policy
- * index, identity (8080) from the CA, destination (8086) from the endpoints index. They serve the
- * controller's own certificate (unless plaintext) and pick up its renewals.
+ * The controller's gRPC servers, each on its own listener: inbound and outbound policy (8090)
+ * from the policy and endpoints indexes, identity (8080) from the CA, destination and profiles
+ * (8086) from the endpoints index. They serve the controller's own certificate (unless
+ * plaintext) and pick up its renewals.
  */
 import {
   type DestinationEndpoint,
@@ -11,9 +12,12 @@ import {
   type GrpcServerHandle,
   identityService,
   inboundPolicyService,
+  type OutboundResolver,
+  outboundPolicyService,
+  type ProfileResolver,
   startGrpcServer,
 } from '../api/index.js';
-import { type Endpoint, type EndpointEvent, type EndpointsIndex, parseEndpointsPath } from '../index/index.js';
+import { type Endpoint, type EndpointEvent, type EndpointsIndex, OutboundLookups, parseEndpointsPath } from '../index/index.js';
 import { type Logger, MeshError } from '../shared/index.js';
 import type { ControllerIdentity } from './controller-identity.js';
 import type { ControllerIndexes } from './controller-indexes.js';
@@ -52,6 +56,7 @@ export async function startGrpcServers(
       throw new MeshError('ERR_LISTEN', `cannot serve the ${name} API on ${at.host}:${at.port}: ${(e as Error).message}`, { cause: e });
     }
   };
+  const outbound = new OutboundLookups(endpoints, { clusterDomain: opts.clusterDomain ?? 'cluster.local' });
   const policy = await startOne('policy', listen.policy, [
     inboundPolicyService(index, {
       onStreamOpen: () => metrics.watchStreams.inc(),
@@ -62,6 +67,7 @@ export async function startGrpcServers(
         metrics.updateLatency.observe(Math.max(0, Date.now() - changeStartedAt()) / 1000);
       },
     }),
+    outboundPolicyService(outboundResolver(outbound)),
   ]);
   const identity = await startOne('identity', listen.identity, [
     identityService(async (req) => {
@@ -72,7 +78,7 @@ export async function startGrpcServers(
     }),
   ]);
   const resolve = destinationResolver(endpoints, opts.clusterDomain ?? 'cluster.local', metrics);
-  const destination = await startOne('destination', listen.destination, [destinationService(resolve)]);
+  const destination = await startOne('destination', listen.destination, [destinationService(resolve, profileResolver(outbound))]);
   return { policy, identity, destination };
 }
 
@@ -103,6 +109,26 @@ function destinationResolver(endpoints: EndpointsIndex, clusterDomain: string, m
           w.unsubscribe();
         };
       },
+    };
+  };
+}
+
+/** OutboundPolicies Get/Watch: the lookups' watched policy of the target. */
+function outboundResolver(outbound: OutboundLookups): OutboundResolver {
+  return (req) => outbound.watchPolicy(req.target);
+}
+
+/** Destination/GetProfile: the lookups' watched profile of the path, its endpoint as Destination/Get announces it. */
+function profileResolver(outbound: OutboundLookups): ProfileResolver {
+  return (req) => {
+    const w = outbound.watchProfile(req.path);
+    if (!w.ok) return w;
+    return {
+      ok: true,
+      subscribe: (listener) =>
+        w.subscribe((p) =>
+          listener(p.kind === 'endpoint' ? { kind: 'endpoint', endpoint: toDestinationEndpoint(p.endpoint), opaqueProtocol: p.opaqueProtocol } : p),
+        ),
     };
   };
 }

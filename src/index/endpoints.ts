@@ -212,6 +212,7 @@ export class EndpointsIndex {
   readonly #targets = new Map<string, TargetState>();
   readonly #dirtyNamespaces = new Set<string>();
   readonly #dirtyIps = new Set<string>();
+  readonly #changeListeners = new Set<() => void>();
   #inTx = false;
 
   constructor(config: EndpointsConfig) {
@@ -395,6 +396,38 @@ export class EndpointsIndex {
     };
   }
 
+  /** The Service `namespace/name`, if known. */
+  service(namespace: string, name: string): Service | undefined {
+    return this.#services.get(namespace)?.get(name);
+  }
+
+  /** The Service whose cluster IP is `ip` (canonical text), if any. */
+  serviceAt(ip: string): Service | undefined {
+    const services = this.#servicesByIp.get(ip);
+    return services === undefined ? undefined : first(services);
+  }
+
+  /** The pod at `ip` (canonical text) that is not terminal, as `<ip>:<port>` resolves it, if any. */
+  podAt(ip: string): Pod | undefined {
+    return this.#podAt(ip)?.info.pod;
+  }
+
+  /** The endpoint of the pod at `ip` on `port` (as `<ip>:<port>` resolves it when no Service has that IP). */
+  podEndpoint(ip: string, port: number): Endpoint | undefined {
+    const pod = this.#podAt(ip);
+    return pod === undefined ? undefined : this.#endpoint(pod, ip, port);
+  }
+
+  /**
+   * Calls `listener` after every transaction or node report that changed a Service or a pod
+   * (whether or not any endpoint set changed); returns the unsubscribe function.
+   */
+  onChange(listener: () => void): () => void {
+    const entry = () => listener();
+    this.#changeListeners.add(entry);
+    return () => this.#changeListeners.delete(entry);
+  }
+
   /** Number of distinct watched targets (for metrics and tests). */
   get watchedTargets(): number {
     return this.#targets.size;
@@ -431,6 +464,13 @@ export class EndpointsIndex {
         }
       }
     }
+    for (const l of [...this.#changeListeners]) {
+      try {
+        l();
+      } catch (error) {
+        failure ??= { error };
+      }
+    }
     if (failure !== undefined) throw failure.error;
   }
 
@@ -440,13 +480,17 @@ export class EndpointsIndex {
     const svc = services === undefined ? undefined : first(services);
     if (svc !== undefined) return this.#computeService(svc.metadata.namespace, svc.metadata.name, t.port);
     const endpoints = new Map<string, Endpoint>();
-    // A pod the manifests dropped answers at its address while the node still runs it.
-    const pods = [...(this.#podsByIp.get(t.ip) ?? this.#nodePodsByIp.get(t.ip) ?? [])].filter((p) => p.readiness !== 'terminal');
-    if (pods.length === 0) return { exists: false, endpoints, namespace: undefined };
-    // Two pods with one IP is a transient state (one is going away): take the first by name.
-    const pod = pods.sort((a, b) => (podName(a) < podName(b) ? -1 : podName(a) > podName(b) ? 1 : 0))[0] as PodEntry;
+    const pod = this.#podAt(t.ip);
+    if (pod === undefined) return { exists: false, endpoints, namespace: undefined };
     endpoints.set(addrKey(t.ip, t.port), this.#endpoint(pod, t.ip, t.port));
     return { exists: true, endpoints, namespace: undefined };
+  }
+
+  #podAt(ip: string): PodEntry | undefined {
+    // A pod the manifests dropped answers at its address while the node still runs it.
+    const pods = [...(this.#podsByIp.get(ip) ?? this.#nodePodsByIp.get(ip) ?? [])].filter((p) => p.readiness !== 'terminal');
+    // Two pods with one IP is a transient state (one is going away): take the first by name.
+    return pods.sort((a, b) => (podName(a) < podName(b) ? -1 : podName(a) > podName(b) ? 1 : 0))[0];
   }
 
   #computeService(namespace: string, name: string, port: number): Computed {

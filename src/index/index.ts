@@ -10,6 +10,7 @@ export * from './endpoints.js';
 export * from './explain-probe.js';
 export * from './explain-request.js';
 export * from './lint.js';
+export * from './outbound-policy.js';
 export * from './pod.js';
 export * from './policy-index.js';
 export * from './query-error.js';
