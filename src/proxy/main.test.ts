@@ -282,7 +282,14 @@ describe('startProxy', () => {
     assert.match(metrics, /^inbound_tcp_authz_terminate_total\{[^}]*srv_name="web-tcp",srv_port="9000",tls="true",client_id="client\.emojivoto\.[^"]*"\} 1$/m);
     assert.match(metrics, /^inbound_http_authz_deny_total\{[^}]*target_port="8080"[^}]*tls="no_identity"[^}]*\} 1$/m);
     assert.match(metrics, /^inbound_http_authz_allow_total\{[^}]*srv_name="web-http"[^}]*client_id="client\.[^}]*authz_name="web-http-authz"\} 1$/m);
-    assert.match(metrics, /^identity_cert_expiration_timestamp_seconds \d+$/m);
+    // Upstream's identity families: a certificate in use that expires later, refreshed once, no failure.
+    const sample = (re: RegExp) => Number(re.exec(metrics)?.[1]);
+    const nowS = Date.now() / 1000;
+    assert.ok(sample(/^control_identity_cert_expiration_timestamp_seconds (\S+)$/m) > nowS, metrics);
+    const refreshedS = sample(/^control_identity_cert_refresh_timestamp_seconds (\S+)$/m);
+    assert.ok(refreshedS <= nowS && refreshedS > nowS - 600, metrics);
+    assert.match(metrics, /^control_identity_cert_refreshes_total\{result="ok"\} 1$/m);
+    assert.match(metrics, /^control_identity_cert_refreshes_total\{result="error"\} 0$/m);
     assert.equal(proxy.inbound.stats().tcpAuthzTerminate, 1);
     // The HTTP stack counts into the inbound proxy's counters too.
     assert.equal(proxy.inbound.stats().httpAuthzAllow, 1);

@@ -105,7 +105,7 @@ export async function startProxy(opts: ProxyOptions): Promise<RunningProxy> {
   const ctx = proxyContext(opts, originalDst);
   const { log, tls } = ctx;
   const identity = startIdentity(ctx);
-  const identityMetrics = registerIdentityMetrics(ctx.registry, () => tls.certificate);
+  const identityMetrics = registerIdentityMetrics(ctx.registry);
   const readiness = new ProxyReadiness(
     () => hasLiveCertificate(tls) && policies.watcher.isReady(),
     () => log.info({ identity: ctx.identityName, ports: policies.watcher.ports, gcPauses: gcCounting() }, 'proxy ready'),
@@ -224,6 +224,7 @@ function useRotatedCertificates({ log, tls, identityName }: ProxyContext, identi
     try {
       tls.use(cert);
     } catch (e) {
+      metrics.onRefreshFailed();
       log.error({ identity: identityName, err: errorMessage(e) }, 'certificate does not load; keeping the previous one');
       return;
     }

@@ -336,7 +336,7 @@ describe('e2e: ward proxy', { timeout: 180_000 }, () => {
       /^inbound_http_authz_allow_total\{[^}]*srv_name="server-http"[^}]*client_id="client\.demo\.[^}]*authz_kind="authorizationpolicy",authz_name="server-http-clients"\} 1$/m,
     );
     assert.match(metrics, /^inbound_http_authz_deny_total\{[^}]*target_port="8080"[^}]*tls="no_identity",no_tls_reason="no_tls_from_remote"[^}]*\} 1$/m);
-    assert.match(metrics, /^identity_cert_expiration_timestamp_seconds \d+$/m);
+    assert.match(metrics, /^control_identity_cert_expiration_timestamp_seconds \d+$/m);
   });
 
   it('(d) keeps enforcing its last policy while the controller is dead, and follows edits once it is back', async () => {
