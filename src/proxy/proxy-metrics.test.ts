@@ -324,10 +324,10 @@ describe('request and response metrics through a live proxy', () => {
     assert.deepEqual(
       responses.filter((x) => /route_name="(web|secret|echo)"/.test(x)),
       [
-        `response_total{${web},status_code="200",classification="success"} 1`,
-        `response_total{${web},status_code="500",classification="failure"} 1`,
-        `response_total{${grpc},status_code="200",classification="failure",grpc_status_code="13"} 1`,
-        `response_total{${grpc},status_code="200",classification="failure",grpc_status_code="14"} 1`,
+        `response_total{${web},status_code="200",classification="success",grpc_status="",error=""} 1`,
+        `response_total{${web},status_code="500",classification="failure",grpc_status="",error=""} 1`,
+        `response_total{${grpc},status_code="200",classification="failure",grpc_status="13",error=""} 1`,
+        `response_total{${grpc},status_code="200",classification="failure",grpc_status="14",error=""} 1`,
       ],
     );
     assert.deepEqual(await scrape('inbound_http_authz_deny_total'), [
@@ -361,7 +361,10 @@ describe('route filters through a live proxy', () => {
     assert.equal(r.headers['content-length'], '0');
     assert.deepEqual(seen, []);
     const lines = await eventually('response_total', (l) => l.some((x) => x.includes('route_name="redirect"')));
-    assert.ok(lines.includes(`response_total{${webLabels('redirect')},status_code="302",classification="success"} 1`), lines.join('\n'));
+    assert.ok(
+      lines.includes(`response_total{${webLabels('redirect')},status_code="302",classification="success",grpc_status="",error=""} 1`),
+      lines.join('\n'),
+    );
   });
 
   it('injects a failure for every request at ratio 1/1', async () => {
@@ -374,7 +377,7 @@ describe('route filters through a live proxy', () => {
     }
     assert.deepEqual(seen, []);
     const lines = await eventually('response_total', (l) => l.some((x) => x.includes('route_name="inject"') && x.endsWith(' 3')));
-    assert.ok(lines.includes(`response_total{${webLabels('inject')},status_code="503",classification="failure"} 3`), lines.join('\n'));
+    assert.ok(lines.includes(`response_total{${webLabels('inject')},status_code="503",classification="failure",grpc_status="",error=""} 3`), lines.join('\n'));
     assert.deepEqual(await scrape('inbound_http_errors_total'), [], 'an injected failure is not a proxy error');
   });
 

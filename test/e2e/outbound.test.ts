@@ -295,14 +295,17 @@ describe('e2e: ward proxy outbound', { timeout: 180_000 }, () => {
     const svc = `direction="outbound",authority="${SERVICE}",target_addr="${HOST}:8080",[^}]*tls="true",server_id="${idOf('demo', 'server')}"[^}]*dst_service="server-svc",dst_namespace="demo"`;
     const client = await scrape(clientPorts);
     assert.match(client, new RegExp(`^request_total\\{${svc}[^}]*\\} 2$`, 'm'), '(a): two requests, the tunnel of (d) is none');
-    assert.match(client, new RegExp(`^response_total\\{${svc}[^}]*,status_code="200",classification="success"\\} 2$`, 'm'));
+    assert.match(client, new RegExp(`^response_total\\{${svc}[^}]*,status_code="200",classification="success",grpc_status="",error=""\\} 2$`, 'm'));
     assert.match(client, new RegExp(`^response_latency_ms_count\\{${svc}[^}]*,status_code="200"\\} 2$`, 'm'));
     assert.match(
       client,
-      /^response_total\{direction="outbound",authority="nope\.demo\.svc\.cluster\.local:80",dst_service="nope",dst_namespace="demo",classification="failure",error="unknown service"\} 1$/m,
+      /^response_total\{direction="outbound",authority="nope\.demo\.svc\.cluster\.local:80",dst_service="nope",dst_namespace="demo",classification="failure",grpc_status="",error="unknown service"\} 1$/m,
     );
     // The server's 403 is the application-level answer of a response that arrived: not a failure.
-    assert.match(await scrape(otherPorts), new RegExp(`^response_total\\{${svc}[^}]*,status_code="403",classification="success"\\} 1$`, 'm'));
+    assert.match(
+      await scrape(otherPorts),
+      new RegExp(`^response_total\\{${svc}[^}]*,status_code="403",classification="success",grpc_status="",error=""\\} 1$`, 'm'),
+    );
   });
 
   it('shuts down cleanly on SIGTERM', async () => {

@@ -93,7 +93,7 @@ import {
   type Http1ServerResponse,
 } from '../../http/index.js';
 import { type Logger, silentLogger } from '../../shared/index.js';
-import { grpcStatusValue, HttpExchange } from '../metrics/http.js';
+import { grpcStatusValue, HttpExchange, isGrpcContentType } from '../metrics/http.js';
 import { type InboundHttpErrorReason, type InboundMetricsHooks, InboundStatsCounter } from '../metrics/inbound-stats.js';
 import { filterHttp1Request, grpcMessage, isL5dHeader, L5D_CLIENT_ID, L5D_PROXY_ERROR, safeHeaderValue } from '../relay/http-headers.js';
 import { headerValue, relayHttp1 } from '../relay/http-relay.js';
@@ -477,7 +477,10 @@ export class InboundHttp {
     const onRequest = this.#hooks.onHttpRequest;
     if (onRequest === undefined) return undefined;
     const recorder = onRequest({ port: ctx.port, client: ctx.client, decision: d, request: req });
-    return recorder === undefined ? undefined : new HttpExchange(recorder);
+    if (recorder === undefined) return undefined;
+    const ex = new HttpExchange(recorder);
+    ex.isGrpc = isGrpcContentType(req.headers['content-type']);
+    return ex;
   }
 
   /** Runs a permit's route filters; a filter that answers or fails is logged and counted here. */

@@ -3,16 +3,19 @@
  * `response_latency_ms`): the families, the series of one label set with its response
  * classification, and the {@link HttpExchange} that collects what one request's exchange did.
  *
- * Classification as upstream's default classifier (linkerd2-proxy `app/core/src/classify.rs`): a
- * `grpc-status` in the response headers (trailers-only) decides; otherwise a 5xx status is a
- * failure; otherwise a `grpc-status` in the trailers decides; otherwise success. A gRPC status is a
- * failure when it is not 0 (OK). An exchange that ended without a complete response (a reset, an
- * upstream that cannot be reached, a response the proxy answered itself) is a failure with an
- * `error` label: `h2(<REASON>)` for an HTTP/2 reset (upstream's spelling), else the proxy's reason;
- * `status_code` is then present only when a response head had been relayed.
+ * Classification as upstream's default classifier (linkerd2-proxy `app/core/src/classify.rs`,
+ * without a ServiceProfile): a gRPC request (`content-type: application/grpc…`) is classified by
+ * its `grpc-status`, from the response headers (trailers-only) or else the trailers, `2` (UNKNOWN)
+ * when neither has one, and fails for DATA_LOSS, DEADLINE_EXCEEDED, INTERNAL, PERMISSION_DENIED,
+ * UNAVAILABLE and UNKNOWN, whatever the HTTP status; any other request fails on a 5xx status. An
+ * exchange that ended without a complete response (a reset, an upstream that cannot be reached, a
+ * response the proxy answered itself) is a failure with an `error` label: `h2(<REASON>)` for an
+ * HTTP/2 reset (upstream's spelling), else the proxy's reason; `status_code` is then present only
+ * when a response head had been relayed.
  *
- * Labels: the series' own (direction, target, TLS…), then `status_code` for `response_*`, then
- * `classification` and `grpc_status_code` or `error` for `response_total`.
+ * Labels: the series' own (direction, target, TLS…), then `status_code` for `response_*`, then for
+ * `response_total` upstream's three, always present: `classification`, `grpc_status` (the code
+ * for a gRPC request, else empty) and `error` (empty unless the exchange failed).
  *
  * Hot path: a request counts on a series it already holds (`begin`), and its end finds the response
  * cell through small maps keyed by status and gRPC status numbers; labels are built only for the
@@ -59,9 +62,15 @@ export interface HttpRecorder {
    * @param trailerGrpcStatus `grpc-status` in the response trailers, -1 when absent.
    * @param error why the exchange failed without a complete response; undefined when it completed.
    * @param latencyMs from the request to its response headers; NaN without a response.
+   * @param grpc the request was gRPC (its `content-type`): classified by its gRPC status.
    */
-  end(status: number, headerGrpcStatus: number, trailerGrpcStatus: number, error: string | undefined, latencyMs: number): void;
+  end(status: number, headerGrpcStatus: number, trailerGrpcStatus: number, error: string | undefined, latencyMs: number, grpc?: boolean): void;
 }
+
+/** gRPC UNKNOWN: the status of a gRPC response that carries none. */
+const GRPC_UNKNOWN = 2;
+/** gRPC codes upstream's default classifier counts as failures. */
+const GRPC_FAILURES: ReadonlySet<number> = new Set([15, 4, 13, 7, 14, GRPC_UNKNOWN]);
 
 /**
  * The request and response series of one label set. `begin` counts a request and holds the
@@ -98,17 +107,18 @@ export class HttpSeries extends SeriesGroup implements HttpRecorder {
     return this;
   }
 
-  end(status: number, headerGrpcStatus: number, trailerGrpcStatus: number, error: string | undefined, latencyMs: number): void {
+  end(status: number, headerGrpcStatus: number, trailerGrpcStatus: number, error: string | undefined, latencyMs: number, grpc = false): void {
     if (status > 0 && latencyMs >= 0) observe(this.#latencyCell(status), latencyMs);
     if (error !== undefined || status <= 0) this.#errorCell(error ?? 'unclassified', status).value++;
-    else this.#responseCell(status, headerGrpcStatus, trailerGrpcStatus).value++;
+    else {
+      const code = !grpc ? -1 : headerGrpcStatus >= 0 ? headerGrpcStatus : trailerGrpcStatus >= 0 ? trailerGrpcStatus : GRPC_UNKNOWN;
+      this.#responseCell(status, code).value++;
+    }
     this.release();
   }
 
-  #responseCell(status: number, headerGrpcStatus: number, trailerGrpcStatus: number): ValueCell {
-    let grpc = -1;
-    if (headerGrpcStatus >= 0) grpc = headerGrpcStatus;
-    else if (status < 500 && trailerGrpcStatus >= 0) grpc = trailerGrpcStatus;
+  /** `grpc`: the gRPC status of a gRPC request, -1 for any other request. */
+  #responseCell(status: number, grpc: number): ValueCell {
     let byGrpc = this.#responses.get(status);
     if (byGrpc === undefined) {
       byGrpc = new Map();
@@ -116,9 +126,8 @@ export class HttpSeries extends SeriesGroup implements HttpRecorder {
     }
     let cell = byGrpc.get(grpc);
     if (cell === undefined) {
-      const failure = grpc >= 0 ? grpc !== 0 : status >= 500;
-      const extra: Record<string, string> = { status_code: String(status), classification: failure ? 'failure' : 'success' };
-      if (grpc >= 0) extra.grpc_status_code = String(grpc);
+      const failure = grpc >= 0 ? GRPC_FAILURES.has(grpc) : status >= 500;
+      const extra = { status_code: String(status), classification: failure ? 'failure' : 'success', grpc_status: grpc >= 0 ? String(grpc) : '', error: '' };
       cell = this.#families.responses.cell(labelsOf(this.labels, extra), this);
       byGrpc.set(grpc, cell);
     }
@@ -134,7 +143,7 @@ export class HttpSeries extends SeriesGroup implements HttpRecorder {
     let cell = byStatus.get(status);
     if (cell === undefined) {
       const extra: Record<string, string> = status > 0 ? { status_code: String(status) } : {};
-      cell = this.#families.responses.cell(labelsOf(this.labels, extra, { classification: 'failure', error }), this);
+      cell = this.#families.responses.cell(labelsOf(this.labels, extra, { classification: 'failure', grpc_status: '', error }), this);
       byStatus.set(status, cell);
     }
     return cell;
@@ -173,6 +182,12 @@ export function h2Error(code: number | undefined): string {
   return code === undefined ? 'unclassified' : `h2(${H2_REASONS[code] ?? `UNKNOWN_${code}`})`;
 }
 
+/** Whether a `content-type` value is gRPC's (upstream's test: it starts with `application/grpc`). */
+export function isGrpcContentType(v: string | readonly string[] | undefined): boolean {
+  const s = Array.isArray(v) ? v[0] : v;
+  return s?.startsWith('application/grpc') === true;
+}
+
 /** A `grpc-status` header or trailer as a number; -1 when absent or not a number. */
 export function grpcStatusValue(v: string | string[] | number | undefined): number {
   const s = Array.isArray(v) ? v[0] : v;
@@ -195,6 +210,8 @@ export class HttpExchange {
   #latencyMs = Number.NaN;
   #error: string | undefined;
   #ended = false;
+  /** The request is gRPC (its `content-type`): set by the proxy before the exchange ends. */
+  isGrpc = false;
 
   constructor(recorder?: HttpRecorder) {
     this.#recorder = recorder;
@@ -227,7 +244,7 @@ export class HttpExchange {
     if (this.#ended) return;
     this.#ended = true;
     const r = this.#recorder ?? this.lateRecorder();
-    r?.end(this.#status, this.#headerGrpc, this.#trailerGrpc, this.#error, this.#latencyMs);
+    r?.end(this.#status, this.#headerGrpc, this.#trailerGrpc, this.#error, this.#latencyMs, this.isGrpc);
   }
 
   /** Sets the recorder, unless one is set already. */

@@ -161,8 +161,9 @@ export interface InboundHttpRecorder {
    * @param error why the exchange failed without a complete response (`h2(CANCEL)`,
    *   `app unreachable`…); undefined when it completed.
    * @param latencyMs from the request to its response headers; NaN without a response.
+   * @param grpc the request was gRPC (its `content-type`).
    */
-  end(status: number, headerGrpcStatus: number, trailerGrpcStatus: number, error: string | undefined, latencyMs: number): void;
+  end(status: number, headerGrpcStatus: number, trailerGrpcStatus: number, error: string | undefined, latencyMs: number, grpc?: boolean): void;
 }
 
 /**

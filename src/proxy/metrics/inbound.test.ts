@@ -128,34 +128,47 @@ describe('InboundMetrics', () => {
     };
     exchange((r) => r.end(200, -1, -1, undefined, 3));
     exchange((r) => r.end(200, -1, -1, undefined, 0.5));
+    // Not gRPC: the status decides, a grpc-status is not read.
     exchange((r) => r.end(500, -1, 0, undefined, 7));
-    exchange((r) => r.end(200, -1, 13, undefined, 12));
-    exchange((r) => r.end(200, 7, -1, undefined, 1));
-    exchange((r) => r.end(0, -1, -1, 'h2(CANCEL)', Number.NaN));
+    exchange((r) => r.end(200, 13, -1, undefined, 0.5));
+    // gRPC: the code decides, from the headers or else the trailers, whatever the status.
+    exchange((r) => r.end(200, -1, 13, undefined, 12, true));
+    exchange((r) => r.end(200, 7, -1, undefined, 1, true));
+    exchange((r) => r.end(503, -1, 0, undefined, 1, true));
+    exchange((r) => r.end(200, -1, 5, undefined, 1, true));
+    exchange((r) => r.end(200, -1, -1, undefined, 1, true));
+    exchange((r) => r.end(0, -1, -1, 'h2(CANCEL)', Number.NaN, true));
     exchange((r) => r.end(200, -1, -1, 'app response aborted', 2));
     const base =
       'direction="inbound",target_addr="10.0.0.7:8080",target_ip="10.0.0.7",target_port="8080",tls="no_identity",no_tls_reason="no_tls_from_remote",' +
       'srv_group="policy.linkerd.io",srv_kind="server",srv_name="web-http",srv_port="8080",route_group="",route_kind="default",route_name="default",' +
       'authz_group="policy.linkerd.io",authz_kind="authorizationpolicy",authz_name="a"';
-    assert.deepEqual(await samples(registry, 'request_total'), [`request_total{${base}} 7`]);
+    assert.deepEqual(await samples(registry, 'request_total'), [`request_total{${base}} 11`]);
     assert.deepEqual(await samples(registry, 'response_total'), [
-      `response_total{${base},status_code="200",classification="success"} 2`,
-      // A 5xx is a failure whatever the trailers say; a gRPC status in the headers wins.
-      `response_total{${base},status_code="500",classification="failure"} 1`,
-      `response_total{${base},status_code="200",classification="failure",grpc_status_code="13"} 1`,
-      `response_total{${base},status_code="200",classification="failure",grpc_status_code="7"} 1`,
-      `response_total{${base},classification="failure",error="h2(CANCEL)"} 1`,
-      `response_total{${base},status_code="200",classification="failure",error="app response aborted"} 1`,
+      `response_total{${base},status_code="200",classification="success",grpc_status="",error=""} 3`,
+      `response_total{${base},status_code="500",classification="failure",grpc_status="",error=""} 1`,
+      `response_total{${base},status_code="200",classification="failure",grpc_status="13",error=""} 1`,
+      `response_total{${base},status_code="200",classification="failure",grpc_status="7",error=""} 1`,
+      `response_total{${base},status_code="503",classification="success",grpc_status="0",error=""} 1`,
+      // NOT_FOUND is not among upstream's failure codes; no code at all is UNKNOWN (2), a failure.
+      `response_total{${base},status_code="200",classification="success",grpc_status="5",error=""} 1`,
+      `response_total{${base},status_code="200",classification="failure",grpc_status="2",error=""} 1`,
+      `response_total{${base},classification="failure",grpc_status="",error="h2(CANCEL)"} 1`,
+      `response_total{${base},status_code="200",classification="failure",grpc_status="",error="app response aborted"} 1`,
     ]);
     const latency = await samples(registry, 'response_latency_ms_count');
-    assert.deepEqual(latency, [`response_latency_ms_count{${base},status_code="200"} 5`, `response_latency_ms_count{${base},status_code="500"} 1`]);
+    assert.deepEqual(latency, [
+      `response_latency_ms_count{${base},status_code="200"} 8`,
+      `response_latency_ms_count{${base},status_code="500"} 1`,
+      `response_latency_ms_count{${base},status_code="503"} 1`,
+    ]);
     const buckets = await samples(registry, 'response_latency_ms_bucket');
-    assert.ok(buckets.includes(`response_latency_ms_bucket{${base},status_code="200",le="1"} 2`));
-    assert.ok(buckets.includes(`response_latency_ms_bucket{${base},status_code="200",le="3"} 4`));
-    assert.ok(buckets.includes(`response_latency_ms_bucket{${base},status_code="200",le="50000"} 5`));
+    assert.ok(buckets.includes(`response_latency_ms_bucket{${base},status_code="200",le="1"} 5`));
+    assert.ok(buckets.includes(`response_latency_ms_bucket{${base},status_code="200",le="3"} 7`));
+    assert.ok(buckets.includes(`response_latency_ms_bucket{${base},status_code="200",le="50000"} 8`));
     assert.equal(buckets.filter((l) => l.includes('status_code="200"')).length, 26, 'the 25 upstream buckets and +Inf');
     // The authorization allow counter keeps its own labels (no direction).
-    assert.match((await samples(registry, 'inbound_http_authz_allow_total'))[0] ?? '', /^inbound_http_authz_allow_total\{target_addr="10\.0\.0\.7:8080".* 7$/);
+    assert.match((await samples(registry, 'inbound_http_authz_allow_total'))[0] ?? '', /^inbound_http_authz_allow_total\{target_addr="10\.0\.0\.7:8080".* 11$/);
   });
 
   it('does not count admin-style allows (no onHttpRequest) as requests', async () => {
@@ -223,7 +236,7 @@ describe('InboundMetrics: idle series eviction', () => {
     assert.match((await samples(registry, 'inbound_http_authz_allow_total'))[0] ?? '', /\} 1$/);
     assert.deepEqual(
       (await samples(registry, 'response_total')).map((l) => l.replace(/\{.*,status_code/, '{…,status_code')),
-      ['response_total{…,status_code="503",classification="failure"} 1'],
+      ['response_total{…,status_code="503",classification="failure",grpc_status="",error=""} 1'],
     );
     assert.match((await samples(registry, 'inbound_http_authz_deny_total'))[0] ?? '', /\} 1$/);
   });
@@ -237,9 +250,9 @@ describe('InboundMetrics: idle series eviction', () => {
     await registry.metrics();
     advance(IDLE * 5);
     assert.equal((await samples(registry, 'request_total')).length, 1, 'held by the stream in flight');
-    stream?.end(200, -1, 0, undefined, IDLE * 5);
+    stream?.end(200, -1, 0, undefined, IDLE * 5, true);
     assert.match((await samples(registry, 'request_total'))[0] ?? '', /\} 1$/, 'not reset under the request');
-    assert.match((await samples(registry, 'response_total'))[0] ?? '', /status_code="200",classification="success",grpc_status_code="0"\} 1$/);
+    assert.match((await samples(registry, 'response_total'))[0] ?? '', /status_code="200",classification="success",grpc_status="0",error=""\} 1$/);
     advance(IDLE + 1);
     assert.deepEqual(await samples(registry, 'request_total'), [], 'released at its end: evicted once idle');
     assert.deepEqual(await samples(registry, 'response_total'), []);

@@ -13,12 +13,13 @@
  *   `direction="inbound"`, target, TLS, server, route and authorization labels — for permitted
  *   requests only, so that policy denials (counted by the authorization metrics) are told apart
  *   from application errors. `response_*` add `status_code` (absent when no response was
- *   relayed); `response_total` adds `classification="success"|"failure"` and either
- *   `grpc_status_code` or, for an exchange that failed without a complete response, `error`;
+ *   relayed); `response_total` adds upstream's `classification="success"|"failure"`,
+ *   `grpc_status` (empty unless gRPC) and `error` (empty unless the exchange failed without a
+ *   complete response);
  * - the `tcp_*` transport metrics of inbound connections (see metrics/transport).
  *
  * Classification as upstream's default classifier, shared with the outbound side (metrics/http):
- * `grpc-status` in the headers, else 5xx, else `grpc-status` in the trailers. An exchange that
+ * a gRPC request by its `grpc-status`, any other by its status (5xx fails). An exchange that
  * ended without a complete response (a reset, an application that cannot be reached) is a failure
  * with an `error` label: `h2(<REASON>)` for an HTTP/2 reset (upstream's spelling), else the
  * proxy's reason (`app unreachable`, `app response aborted`, `client disconnected`,

@@ -68,8 +68,8 @@ describe('OutboundMetrics', () => {
     assert.deepEqual(m.endpointSeries(meshedEp, WEB).labels, transport);
     assert.deepEqual(Object.keys(m.endpointSeries(meshedEp, WEB).labels), Object.keys(transport), 'in the same order');
     assert.deepEqual(await samples(registry, 'response_total'), [
-      `response_total{${WEB_BASE},status_code="200",classification="success"} 1`,
-      `response_total{${requests[1]?.slice('request_total{'.length, -'} 1'.length)},status_code="200",classification="success"} 1`,
+      `response_total{${WEB_BASE},status_code="200",classification="success",grpc_status="",error=""} 1`,
+      `response_total{${requests[1]?.slice('request_total{'.length, -'} 1'.length)},status_code="200",classification="success",grpc_status="",error=""} 1`,
     ]);
     assert.deepEqual((await samples(registry, 'response_latency_ms_count')).length, 2);
   });
@@ -79,6 +79,8 @@ describe('OutboundMetrics', () => {
     const m = new OutboundMetrics({ registry });
     const send = (status: number, headerGrpc: number, trailerGrpc: number, error?: string) => {
       const ex = m.exchange();
+      // The gRPC cases: a gRPC status somewhere.
+      ex.isGrpc = headerGrpc >= 0 || trailerGrpc >= 0;
       ex.to(WEB);
       ex.attempt(meshedEp);
       ex.sent();
@@ -96,13 +98,13 @@ describe('OutboundMetrics', () => {
     send(0, -1, -1, 'h2(CANCEL)');
     assert.deepEqual(await samples(registry, 'request_total'), [`request_total{${WEB_BASE}} 7`]);
     assert.deepEqual(await samples(registry, 'response_total'), [
-      `response_total{${WEB_BASE},status_code="200",classification="success",grpc_status_code="0"} 1`,
-      `response_total{${WEB_BASE},status_code="200",classification="failure",grpc_status_code="13"} 1`,
-      `response_total{${WEB_BASE},status_code="200",classification="failure",grpc_status_code="14"} 1`,
-      `response_total{${WEB_BASE},status_code="503",classification="failure"} 1`,
-      `response_total{${WEB_BASE},status_code="404",classification="success"} 1`,
-      `response_total{${WEB_BASE},status_code="200",classification="failure",error="response aborted"} 1`,
-      `response_total{${WEB_BASE},classification="failure",error="h2(CANCEL)"} 1`,
+      `response_total{${WEB_BASE},status_code="200",classification="success",grpc_status="0",error=""} 1`,
+      `response_total{${WEB_BASE},status_code="200",classification="failure",grpc_status="13",error=""} 1`,
+      `response_total{${WEB_BASE},status_code="200",classification="failure",grpc_status="14",error=""} 1`,
+      `response_total{${WEB_BASE},status_code="503",classification="failure",grpc_status="",error=""} 1`,
+      `response_total{${WEB_BASE},status_code="404",classification="success",grpc_status="",error=""} 1`,
+      `response_total{${WEB_BASE},status_code="200",classification="failure",grpc_status="",error="response aborted"} 1`,
+      `response_total{${WEB_BASE},classification="failure",grpc_status="",error="h2(CANCEL)"} 1`,
     ]);
     assert.deepEqual(await samples(registry, 'response_latency_ms_count'), [
       `response_latency_ms_count{${WEB_BASE},status_code="200"} 4`,
@@ -159,11 +161,11 @@ describe('OutboundMetrics', () => {
       'request_total{direction="outbound"} 1',
     ]);
     assert.deepEqual(await samples(registry, 'response_total'), [
-      `response_total{${WEB_BASE},status_code="200",classification="success"} 1`,
-      `response_total{${otherBase},classification="failure",error="connect failed"} 1`,
-      `response_total{${webTarget},classification="failure",error="no endpoints"} 1`,
-      `response_total{${ipTarget},classification="failure",error="destination unavailable"} 1`,
-      'response_total{direction="outbound",classification="failure",error="bad request"} 1',
+      `response_total{${WEB_BASE},status_code="200",classification="success",grpc_status="",error=""} 1`,
+      `response_total{${otherBase},classification="failure",grpc_status="",error="connect failed"} 1`,
+      `response_total{${webTarget},classification="failure",grpc_status="",error="no endpoints"} 1`,
+      `response_total{${ipTarget},classification="failure",grpc_status="",error="destination unavailable"} 1`,
+      'response_total{direction="outbound",classification="failure",grpc_status="",error="bad request"} 1',
     ]);
     assert.deepEqual(await samples(registry, 'response_latency_ms_count'), [`response_latency_ms_count{${WEB_BASE},status_code="200"} 1`]);
   });
@@ -233,9 +235,9 @@ describe('OutboundMetrics', () => {
         'request_total{direction="outbound"} 1',
       ]);
       assert.deepEqual(await samples(registry, 'response_total'), [
-        `response_total{${WEB_BASE},status_code="503",classification="failure"} 1`,
-        'response_total{direction="outbound",authority="web-svc.emojivoto.svc.cluster.local:80",dst_service="web-svc",dst_namespace="emojivoto",classification="failure",error="no endpoints"} 1',
-        'response_total{direction="outbound",classification="failure",error="no endpoints"} 1',
+        `response_total{${WEB_BASE},status_code="503",classification="failure",grpc_status="",error=""} 1`,
+        'response_total{direction="outbound",authority="web-svc.emojivoto.svc.cluster.local:80",dst_service="web-svc",dst_namespace="emojivoto",classification="failure",grpc_status="",error="no endpoints"} 1',
+        'response_total{direction="outbound",classification="failure",grpc_status="",error="no endpoints"} 1',
       ]);
       assert.notEqual(m.endpointSeries(meshedEp, WEB), before);
     });
@@ -250,11 +252,12 @@ describe('OutboundMetrics', () => {
       await registry.metrics();
       advance(IDLE * 4);
       assert.deepEqual(await samples(registry, 'request_total'), [`request_total{${WEB_BASE}} 1`]);
+      ex.isGrpc = true;
       ex.head(200, -1);
       ex.trailers(0);
       ex.end();
       assert.deepEqual(await samples(registry, 'response_total'), [
-        `response_total{${WEB_BASE},status_code="200",classification="success",grpc_status_code="0"} 1`,
+        `response_total{${WEB_BASE},status_code="200",classification="success",grpc_status="0",error=""} 1`,
       ]);
       assert.deepEqual(await samples(registry, 'request_total'), [`request_total{${WEB_BASE}} 1`], 'not reset under the request');
       advance(IDLE + 1);

@@ -1,7 +1,7 @@
 /**
  * The outbound proxy's HTTP request metrics, as upstream's outbound endpoint metrics, so that
  * `linkerd viz`-style queries over `direction="outbound"` work: `request_total`, `response_total`
- * (`status_code`, `classification`, `grpc_status_code` or `error`; the classifier is the inbound
+ * (`status_code`, `classification`, `grpc_status`, `error`; the classifier is the inbound
  * side's, metrics/http) and `response_latency_ms` (upstream buckets, by `status_code`), for HTTP/1
  * absolute-form requests and HTTP/2 streams. CONNECT tunnels and redirected (transparent)
  * connections are transport metrics only (metrics/transport), as before.

@@ -53,6 +53,7 @@ export class OutboundH2Relay implements H2StreamEvents {
   constructor(down: H2Stream, block: HeaderBlock, grpc: boolean, ex: OutboundExchange | undefined) {
     this.down = down;
     this.grpc = grpc;
+    if (ex !== undefined) ex.isGrpc = grpc;
     this.ex = ex;
     this.pairs = filterOutboundRequest2(block.pairs);
     this.sensitive = block.sensitive;

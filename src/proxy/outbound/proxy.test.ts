@@ -602,7 +602,7 @@ describe('OutboundProxy: request metrics', () => {
   it('counts HTTP/1 requests on the endpoint, with its authority, target, TLS and dst labels; not CONNECT tunnels', async () => {
     for (let i = 0; i < 3; i++) assert.equal((await viaProxy(`http://${SVC('server')}/m/${i}`, { port: ownPort })).status, 200);
     const labels = meshed('server', POD_HTTP1);
-    await expectLine(`response_total{${labels},status_code="200",classification="success"} 3`);
+    await expectLine(`response_total{${labels},status_code="200",classification="success",grpc_status="",error=""} 3`);
     assert.deepEqual(lines('request_total'), [`request_total{${labels}} 3`]);
     assert.ok(registry.render().includes(`response_latency_ms_count{${labels},status_code="200"} 3`));
     assert.ok(registry.render().includes(`response_latency_ms_bucket{${labels},status_code="200",le="+Inf"} 3`));
@@ -626,10 +626,10 @@ describe('OutboundProxy: request metrics', () => {
     });
     slow.write('part of the body');
     await waitFor(() => lines('request_total').includes(`request_total{${labels}} 4`), 'the request in flight to be counted');
-    assert.ok(!registry.render().includes(`response_total{${labels},status_code="200",classification="success"} 4`));
+    assert.ok(!registry.render().includes(`response_total{${labels},status_code="200",classification="success",grpc_status="",error=""} 4`));
     slow.end();
     assert.equal(await within(replied, WAIT_MS, 'the slow response'), 200);
-    await expectLine(`response_total{${labels},status_code="200",classification="success"} 4`);
+    await expectLine(`response_total{${labels},status_code="200",classification="success",grpc_status="",error=""} 4`);
   });
 
   it('counts gRPC over HTTP/2 with its gRPC status: OK through the mesh, 13 in the trailers of an unmeshed address', async () => {
@@ -658,19 +658,22 @@ describe('OutboundProxy: request metrics', () => {
     } finally {
       session.destroy();
     }
-    await expectLine(`response_total{${meshed('grpc', POD_HTTP2)},status_code="200",classification="success",grpc_status_code="0"} 3`);
-    await expectLine(`response_total{${direct(grpcPort)},status_code="200",classification="failure",grpc_status_code="13"} 1`);
+    await expectLine(`response_total{${meshed('grpc', POD_HTTP2)},status_code="200",classification="success",grpc_status="0",error=""} 3`);
+    await expectLine(`response_total{${direct(grpcPort)},status_code="200",classification="failure",grpc_status="13",error=""} 1`);
     // The proxy's own trailers-only answer: a failure with its reason, no status relayed.
-    await expectLine(`response_total{${service('nope')},classification="failure",error="unknown service"} 1`);
+    await expectLine(`response_total{${service('nope')},classification="failure",grpc_status="",error="unknown service"} 1`);
     for (const l of [`request_total{${meshed('grpc', POD_HTTP2)}} 3`, `request_total{${direct(grpcPort)}} 1`, `request_total{${service('nope')}} 1`]) {
       assert.ok(lines('request_total').includes(l), l);
     }
     assert.ok(registry.render().includes(`response_latency_ms_count{${meshed('grpc', POD_HTTP2)},status_code="200"} 3`));
 
-    // HTTP/1 with the gRPC status in the trailers is classified by it too.
-    const h1 = await viaProxy(`http://${HOST}:${trailersPort}/`, { port: ownPort, method: 'POST', body: 'x' });
+    // A gRPC request over HTTP/1 is classified by the status in its trailers too; any other request by its HTTP status.
+    const h1 = await viaProxy(`http://${HOST}:${trailersPort}/`, { port: ownPort, method: 'POST', body: 'x', headers: { 'content-type': 'application/grpc' } });
     assert.equal(h1.trailers['grpc-status'], '13');
-    await expectLine(`response_total{${direct(trailersPort)},status_code="200",classification="failure",grpc_status_code="13"} 1`);
+    await expectLine(`response_total{${direct(trailersPort)},status_code="200",classification="failure",grpc_status="13",error=""} 1`);
+    const plain = await viaProxy(`http://${HOST}:${trailersPort}/`, { port: ownPort, method: 'POST', body: 'x' });
+    assert.equal(plain.trailers['grpc-status'], '13');
+    await expectLine(`response_total{${direct(trailersPort)},status_code="200",classification="success",grpc_status="",error=""} 1`);
   });
 
   it("counts the proxy's own failures: no endpoints, connection refused, identity mismatch; a retried connect failure only once", async () => {
@@ -678,11 +681,11 @@ describe('OutboundProxy: request metrics', () => {
     assert.equal((await viaProxy(`http://${HOST}:${refusedPort}/`, { port: ownPort })).status, 502);
     assert.equal((await viaProxy(`http://${SVC('impostor')}/`, { port: ownPort })).status, 502);
     assert.equal((await viaProxy(`http://${SVC('flaky')}/`, { port: ownPort })).status, 200);
-    await expectLine(`response_total{${service('empty')},classification="failure",error="no endpoints"} 1`);
-    await expectLine(`response_total{${direct(refusedPort)},classification="failure",error="connect failed"} 1`);
+    await expectLine(`response_total{${service('empty')},classification="failure",grpc_status="",error="no endpoints"} 1`);
+    await expectLine(`response_total{${direct(refusedPort)},classification="failure",grpc_status="",error="connect failed"} 1`);
     const impostor = meshed('impostor', POD_HTTP1).replace(side.serverCert.identity, side.otherCert.identity);
-    await expectLine(`response_total{${impostor},classification="failure",error="identity mismatch"} 1`);
-    await expectLine(`response_total{${meshed('flaky', POD_HTTP1)},status_code="200",classification="success"} 1`);
+    await expectLine(`response_total{${impostor},classification="failure",grpc_status="",error="identity mismatch"} 1`);
+    await expectLine(`response_total{${meshed('flaky', POD_HTTP1)},status_code="200",classification="success",grpc_status="",error=""} 1`);
     for (const l of [`request_total{${service('empty')}} 1`, `request_total{${direct(refusedPort)}} 1`, `request_total{${impostor}} 1`]) {
       assert.ok(lines('request_total').includes(l), l);
     }

@@ -63,7 +63,7 @@ import {
   type Http1ServerResponse,
 } from '../../http/index.js';
 import { errorMessage, type Logger, MeshError, silentLogger } from '../../shared/index.js';
-import { grpcStatusValue } from '../metrics/http.js';
+import { grpcStatusValue, isGrpcContentType } from '../metrics/http.js';
 import type { OutboundExchange, OutboundMetrics } from '../metrics/outbound.js';
 import { grpcMessage, L5D_PROXY_ERROR, safeHeaderValue } from '../relay/http-headers.js';
 import { headerValue, relayHttp1 } from '../relay/http-relay.js';
@@ -446,6 +446,7 @@ export class OutboundProxy {
     this.#requests++;
     const ex = this.#metrics?.exchange();
     if (ex !== undefined) {
+      ex.isGrpc = isGrpcContentType(headerValue(req.rawHeaders, 'content-type'));
       res.onClose((finished) => {
         if (!finished) ex.fail('client disconnected');
         ex.end();
