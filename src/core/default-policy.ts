@@ -54,12 +54,16 @@ export const DEFAULT_HTTP_ROUTE: HttpRoute = {
   rules: [{ matches: [{ path: { kind: 'prefix', value: '/' }, headers: [], queryParams: [] }], filters: [] }],
 };
 
-/** The catch-all gRPC route of a gRPC server without GRPCRoutes. */
+/**
+ * The catch-all gRPC route of a gRPC server without GRPCRoutes: one match with an empty `rpc`
+ * (any service, any method), as upstream sends it — linkerd2-proxy rejects a gRPC match without
+ * `rpc` and then denies every call.
+ */
 export const DEFAULT_GRPC_ROUTE: GrpcRoute = {
   meta: defaultMeta('default'),
   hosts: [],
   authorizations: [],
-  rules: [{ matches: [{ headers: [] }], filters: [] }],
+  rules: [{ matches: [{ rpc: {}, headers: [] }], filters: [] }],
 };
 
 /** The probe route (§3.6): `GET` of exactly the given paths, admitted from `networks` without authentication. */

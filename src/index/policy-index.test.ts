@@ -216,7 +216,12 @@ const DEFAULT_ROUTE: HttpRoute = {
   authorizations: [],
   rules: [{ matches: [{ path: { kind: 'prefix', value: '/' }, headers: [], queryParams: [] }], filters: [] }],
 };
-const DEFAULT_GRPC_ROUTE: GrpcRoute = { meta: defaultMeta('default'), hosts: [], authorizations: [], rules: [{ matches: [{ headers: [] }], filters: [] }] };
+const DEFAULT_GRPC_ROUTE: GrpcRoute = {
+  meta: defaultMeta('default'),
+  hosts: [],
+  authorizations: [],
+  rules: [{ matches: [{ rpc: {}, headers: [] }], filters: [] }],
+};
 
 function probeRoute(...paths: string[]): HttpRoute {
   return {
