@@ -432,13 +432,26 @@ export class LinkerdLab {
    * the node.
    */
   peerCertificates(pod: LinkerdLabPod, port = 4143): string[] {
-    const out = this.netns.exec(
+    const args = [
+      'netns',
+      'exec',
       this.node.ns,
       'openssl',
-      ['s_client', '-connect', `${pod.ip}:${port}`, '-servername', pod.identity, '-alpn', 'transport.l5d.io/v1', '-showcerts'],
-      '',
-    );
-    return [...out.matchAll(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----\n?/g)].map((m) => m[0]);
+      's_client',
+      '-connect',
+      `${pod.ip}:${port}`,
+      '-servername',
+      pod.identity,
+      '-alpn',
+      'transport.l5d.io/v1',
+      '-showcerts',
+    ];
+    // The exit status is not the answer: the proxy closes the connection once no transport header follows the handshake.
+    const r = spawnSync('ip', args, { encoding: 'utf8', timeout: 30_000, input: '' });
+    const certs = [...(r.stdout ?? '').matchAll(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----\n?/g)].map((m) => m[0]);
+    if (certs.length === 0)
+      throw new Error(`no certificate from ${pod.ip}:${port} (openssl s_client: ${r.error?.message ?? `exit ${r.status}`}): ${r.stdout}${r.stderr}`);
+    return certs;
   }
 
   /** `openssl verify` of `leafPem` (with `intermediatesPem` untrusted) against ward's trust anchor. */
