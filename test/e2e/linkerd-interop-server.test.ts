@@ -188,7 +188,8 @@ describe('linkerd2-proxy interop: ward client → Linkerd server, Linkerd client
       assert.equal((await lab.grpcCall(client, ip, HTTP2_PORT, '/demo.Svc/Call')).status, 200);
       assert.equal((await lab.agent(client).request({ op: 'echo', host: ip, port: TCP_PORT, data: 'same' })).echoed, 'same');
     }
-    const [linkerd, ward] = await Promise.all([lab.admin(linkerdServer, '/metrics'), lab.admin(wardServer, '/metrics')].map(async (t) => samples(await t)));
+    const linkerd = samples(await lab.admin(linkerdServer, '/metrics'));
+    const ward = samples(await lab.admin(wardServer, '/metrics'));
     const fromClient = (l: Record<string, string>) =>
       l.direction === 'inbound' && [HTTP1_PORT, HTTP2_PORT, TCP_PORT].map(String).includes(l.target_port ?? '') && (l.client_id ?? CLIENT_ID) === CLIENT_ID;
     const appPort = (l: Record<string, string>) => [HTTP1_PORT, HTTP2_PORT, TCP_PORT].map(String).includes(l.target_port ?? '');
