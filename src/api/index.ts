@@ -39,6 +39,7 @@ export * from './inbound-lookup.js';
 export * from './inbound-service.js';
 export * from './inbound-wire.js';
 export * from './ip-wire.js';
+export * from './outbound-client.js';
 export * from './outbound-service.js';
 export * from './outbound-wire.js';
 export * from './proto-json.js';
