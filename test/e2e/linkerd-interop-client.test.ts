@@ -18,10 +18,16 @@
  * by ward's inbound for the application.
  *
  * Skipped with a message when the binary, root, iptables or openssl is missing; never under CI=true.
+ * The controller's answers themselves (and a live edit reaching a Watch) are checked first on
+ * loopback, which needs none of these.
  */
 import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { metricSum } from './helpers.js';
+import { destinationProfileToWire, destinationProto, type GrpcError, OutboundPolicyClient, outboundPolicyToWire, outboundProto } from '../../src/api/index.js';
+import { type ControllerPorts, controllerPorts, initWorkdir, metricSum, spawnController, type WardProcess, waitFor } from './helpers.js';
 import { identityOf, LinkerdLab, type LinkerdLabPod, type LinkerdProxy, linkerdLabMissing, linkerdLog } from './linkerd-lab.js';
 
 const SUBNET = '10.244.79';
@@ -218,5 +224,101 @@ describe('e2e interop: linkerd2-proxy (client) through ward’s Destination and 
       [],
       'no plaintext connection to the server pod',
     );
+  });
+});
+
+describe('e2e: ward controller answers OutboundPolicies and GetProfile from its manifests', { timeout: 120_000 }, () => {
+  const DESTINATION_SERVER = 'linkerd-destination.linkerd.serviceaccount.identity.linkerd.cluster.local';
+  const WORKLOAD = '{"ns":"demo", "pod":"client-0"}\n';
+  let dir: string;
+  let manifests: string;
+  let ctl: WardProcess | undefined;
+  let ports: ControllerPorts;
+  let policy: OutboundPolicyClient;
+  let destination: OutboundPolicyClient;
+  const json = (m: outboundProto.OutboundPolicy) => outboundProto.OutboundPolicy.toJSON(m);
+  const web = (port: number, appProtocol?: 'opaque') =>
+    json(outboundPolicyToWire({ kind: 'service', namespace: 'demo', name: 'web', port, authority: `web.demo.svc.cluster.local:${port}`, appProtocol }));
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'ward-e2e-outbound-'));
+    const work = initWorkdir(dir);
+    manifests = work.manifests;
+    writeFileSync(join(manifests, 'demo.yaml'), MANIFESTS);
+    ctl = spawnController(manifests, work.idDir, '127.0.0.1');
+    ports = await controllerPorts(ctl);
+    const tls = { caPem: readFileSync(join(work.idDir, 'ca.crt'), 'utf8'), serverName: DESTINATION_SERVER };
+    policy = new OutboundPolicyClient({ address: `127.0.0.1:${ports.policy}`, tls });
+    destination = new OutboundPolicyClient({ address: `127.0.0.1:${ports.destination}`, tls });
+  });
+
+  after(async () => {
+    policy?.close();
+    destination?.close();
+    await ctl?.stop();
+    if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('OutboundPolicies.Get: the Service port by address and by name, the undefined port, nothing for a pod address', async () => {
+    assert.deepStrictEqual(json(await policy.get(WORKLOAD, { ip: SERVICE_IP, port: 80 })), web(80));
+    assert.deepStrictEqual(json(await policy.get(WORKLOAD, { authority: 'web.demo.svc.cluster.local:80' })), web(80));
+    assert.deepStrictEqual(json(await policy.get(WORKLOAD, { ip: SERVICE_IP, port: 9000 })), web(9000, 'opaque'));
+    assert.deepStrictEqual(
+      json(await policy.get(WORKLOAD, { ip: SERVICE_IP, port: 82 })),
+      json(outboundPolicyToWire({ kind: 'undefinedPort', namespace: 'demo', name: 'web', port: 82 })),
+    );
+    const refused = await policy.get(WORKLOAD, { ip: SERVER_IP, port: 8080 }).catch((e: GrpcError) => e);
+    assert.deepStrictEqual([(refused as GrpcError).code, (refused as GrpcError).details], ['NOT_FOUND', 'No such service']);
+  });
+
+  it('GetProfile: a Service address as the Service (its fully-qualified name); a pod address as its endpoint, with the server identity', async () => {
+    const first = (path: string) =>
+      new Promise<destinationProto.DestinationProfile>((resolve, reject) => {
+        const cancel = destination.getProfile(path, {
+          onMessage: (m) => {
+            cancel();
+            resolve(m);
+          },
+          onEnd: (e) => reject(e ?? new Error('ended without a profile')),
+        });
+      });
+    const decoded = (m: Parameters<typeof destinationProfileToWire>[0]) =>
+      destinationProto.DestinationProfile.decode(destinationProto.DestinationProfile.encode(destinationProfileToWire(m)).finish());
+    assert.deepStrictEqual(
+      await first(`${SERVICE_IP}:80`),
+      decoded({ kind: 'service', namespace: 'demo', name: 'web', port: 80, fullyQualifiedName: 'web.demo.svc.cluster.local', opaqueProtocol: false }),
+    );
+    const pod = await first(`${SERVER_IP}:9000`);
+    assert.deepStrictEqual(
+      [pod.fullyQualifiedName, pod.opaqueProtocol, pod.endpoint?.tlsIdentity?.strategy, pod.endpoint?.protocolHint],
+      [
+        '',
+        true,
+        { $case: 'dnsLikeIdentity', value: { name: SERVER_ID } },
+        { protocol: { $case: 'opaque', value: {} }, opaqueTransport: { inboundPort: 4143 } },
+      ],
+    );
+  });
+
+  it('OutboundPolicies.Watch: an edit of the Service’s opaque ports reaches an open watch', async () => {
+    const seen: outboundProto.OutboundPolicy[] = [];
+    let ended: GrpcError | undefined | null = null;
+    const cancel = policy.watch(WORKLOAD, { ip: SERVICE_IP, port: 80 }, { onMessage: (m) => seen.push(m), onEnd: (e) => (ended = e) });
+    try {
+      await waitFor('the initial policy', () => (seen.length >= 1 ? true : undefined), 10_000, 20);
+      assert.deepStrictEqual(json(seen[0] as outboundProto.OutboundPolicy), web(80));
+      writeFileSync(
+        join(manifests, 'demo.yaml'),
+        MANIFESTS.replace(
+          'annotations: {config.linkerd.io/opaque-ports: "9000"}\nspec:\n  clusterIP',
+          'annotations: {config.linkerd.io/opaque-ports: "80,9000"}\nspec:\n  clusterIP',
+        ),
+      );
+      await waitFor('the opaque policy', () => (seen.length >= 2 ? true : undefined), 20_000, 20);
+      assert.deepStrictEqual(seen.slice(1).map(json), [web(80, 'opaque')]);
+      assert.equal(ended, null, 'the watch is still open');
+    } finally {
+      cancel();
+    }
   });
 });
