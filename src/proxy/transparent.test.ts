@@ -26,6 +26,8 @@ import {
 import { ALL_NETWORKS, type Authorization, DEFAULT_HTTP_ROUTE, defaultMeta, type InboundServer, type Network, type ProxyProtocol } from '../core/index.js';
 import { type PolicyWatchClient, PolicyWatcher, type PolicyWatcherOptions } from './inbound/policy-watch.js';
 import { InboundProxy, type InboundProxyOptions } from './inbound/proxy.js';
+import { MetricsRegistry } from './metrics/cells.js';
+import { OutboundMetrics } from './metrics/outbound.js';
 import { OutboundConnector } from './outbound/connector.js';
 import { OutboundProxy } from './outbound/proxy.js';
 import { DestinationCache, type DestinationSource } from './outbound/resolver.js';
@@ -281,6 +283,47 @@ describe('OutboundProxy with originalDst (transparent mode)', () => {
     assert.equal(seen[0]?.path, '/transparent');
     assert.equal(seen[0]?.headers['l5d-client-id'], side.clientCert.identity);
     assert.equal(outbound.stats().redirected >= 1, true);
+  });
+
+  it('counts the requests of a redirected HTTP/1 connection on the endpoint, as upstream counts outbound requests', async () => {
+    const registry = new MetricsRegistry();
+    const counted = new OutboundProxy({
+      listen: { host: HOST, port: 0 },
+      resolver: cache,
+      connector,
+      originalDst,
+      tunnelDetectTimeoutMs: 500,
+      metrics: new OutboundMetrics({ registry }),
+    });
+    const port = await counted.start();
+    try {
+      const c = await connectAs(port, HOST, redirectTo(POD_IP, 8080));
+      // Keep-alive: a GET, a HEAD (no body follows its head), a POST with a body, then the last one closes.
+      const keep = (method: string, path: string, body = '') => `${method} ${path} HTTP/1.1\r\nHost: web\r\ncontent-length: ${body.length}\r\n\r\n${body}`;
+      c.socket.write(keep('GET', '/one'));
+      await waitFor(() => c.received().includes('hello /one'), 'the first response', WAIT_MS);
+      c.socket.write(keep('HEAD', '/two'));
+      await waitFor(() => (c.received().match(/HTTP\/1\.1 200 /g) ?? []).length === 2, 'the HEAD response', WAIT_MS);
+      c.socket.write(keep('POST', '/three', 'abc'));
+      await waitFor(() => c.received().includes('hello /three abc'), 'the POST response', WAIT_MS);
+      assert.match(await exchange(c, get('/trailers')), /with trailers/);
+      const lines = registry.render().split('\n');
+      const series = `direction="outbound",target_addr="${HOST}:${POD_HTTP1}"`;
+      const requests = lines.filter((l) => l.startsWith('request_total{'));
+      assert.equal(requests.length, 1, requests.join('\n'));
+      assert.match(requests[0] ?? '', new RegExp(`^request_total\\{${series},[^}]*tls="true",server_id="${side.serverCert.identity}"[^}]*\\} 4$`));
+      const responses = lines.filter((l) => l.startsWith('response_total{'));
+      assert.deepEqual(
+        responses.map((l) => l.replace(/\{.*,status_code/, '{…,status_code')),
+        ['response_total{…,status_code="200",classification="success",grpc_status="",error=""} 4'],
+      );
+      assert.ok(
+        lines.some((l) => /^response_latency_ms_count\{.*status_code="200"\} 4$/.test(l)),
+        lines.join('\n'),
+      );
+    } finally {
+      await counted.close();
+    }
   });
 
   it('carries a redirected opaque connection (transport header without a session protocol)', async () => {

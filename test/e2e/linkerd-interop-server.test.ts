@@ -18,7 +18,9 @@
  * - for the same traffic from ward's client to both servers, the two servers' `/metrics` have the
  *   same families with the same label names: the inbound authorization families, `request_total`,
  *   `response_total`, `response_latency_ms`, the `tcp_*` families and the identity families
- *   (ward's `tcp_connection_duration_ms`, which upstream no longer has, aside).
+ *   (ward's `tcp_connection_duration_ms`, which upstream no longer has, aside); and the two clients'
+ *   outbound `request_total`, `response_total` and `response_latency_ms` for their HTTP/1 requests
+ *   to ward's server (ward's client in transparent mode).
  *
  * Skipped with a message naming what is missing (the binary, root, iptables, openssl) except
  * under CI=true, where that is a failure.
@@ -181,7 +183,7 @@ describe('linkerd2-proxy interop: ward client → Linkerd server, Linkerd client
     );
   });
 
-  it('for the same traffic, both servers’ metric families have the same label names', async () => {
+  it('for the same traffic, both servers’ (and both clients’ outbound) metric families have the same label names', async () => {
     // The traffic of the tests above reached both servers alike; once more, so this test stands alone.
     for (const ip of [`${SUBNET}.3`, `${SUBNET}.4`]) {
       assert.equal((await lab.agent(client).request({ op: 'http-get', host: ip, port: HTTP1_PORT, path: '/same' })).status, 200);
@@ -215,6 +217,16 @@ describe('linkerd2-proxy interop: ward client → Linkerd server, Linkerd client
       const w = labelShapes(ward, family, keep);
       if (l.length === 0) differences.push(`${family}: no sample from the real proxy`);
       if (JSON.stringify(l) !== JSON.stringify(w)) differences.push(`${family}:\n  linkerd ${JSON.stringify(l)}\n  ward    ${JSON.stringify(w)}`);
+    }
+    // The clients' outbound HTTP/1 requests to ward's server: the real proxy's and ward's (transparent mode).
+    const lc = samples(await lab.admin(linkerdClient, '/metrics'));
+    const wc = samples(await lab.admin(client, '/metrics'));
+    const toWardServer = (l: Record<string, string>) => l.direction === 'outbound' && l.target_addr === `${SUBNET}.4:${HTTP1_PORT}`;
+    for (const family of ['request_total', 'response_total', 'response_latency_ms_bucket']) {
+      const l = labelShapes(lc, family, toWardServer);
+      const w = labelShapes(wc, family, toWardServer);
+      if (l.length === 0) differences.push(`${family}: no outbound sample from the real proxy`);
+      if (JSON.stringify(l) !== JSON.stringify(w)) differences.push(`outbound ${family}:\n  linkerd ${JSON.stringify(l)}\n  ward    ${JSON.stringify(w)}`);
     }
     assert.deepEqual(differences, [], differences.join('\n'));
     // The gRPC response's classification labels, as upstream writes them.

@@ -43,7 +43,8 @@
  * request. A failure after the request was sent is a 502 (before the response) or an aborted
  * response (after) — requests are never replayed.
  *
- * With `metrics`, every HTTP request (HTTP/1 absolute-form, HTTP/2 stream; not CONNECT) is counted
+ * With `metrics`, every HTTP request (HTTP/1 absolute-form, HTTP/2 stream, HTTP/1 in a redirected
+ * connection to a meshed endpoint; not CONNECT) is counted
  * in `request_total`, `response_total` and `response_latency_ms` with `direction="outbound"`
  * (metrics/outbound): on the endpoint it was sent to, and the proxy's own answers as failures with
  * their reason in `error`.
@@ -75,6 +76,7 @@ import { EndpointLoad, pickP2C } from './balancer.js';
 import type { OutboundConnectError, OutboundConnectFailure, OutboundConnector, OutboundProtocol } from './connector.js';
 import { OutboundH2Relay, type OutboundH2RelayHost } from './h2-relay.js';
 import { filterOutboundRequest1, parseAbsoluteForm } from './http-headers.js';
+import { tapHttp1 } from './http1-tap.js';
 import type { OutboundResolution, OutboundTarget, OutboundTargetParse } from './resolver.js';
 
 /** What the proxy needs of the resolver (structurally, `DestinationCache`). */
@@ -602,13 +604,13 @@ export class OutboundProxy {
       (r) => {
         const e = endpointsOf(r);
         if ('failure' in e) this.#refuseTunnel(client, kind, e.failure);
-        else void this.#tunnel(client, head, e.endpoints, kind);
+        else void this.#tunnel(client, head, e.endpoints, kind, target);
       },
       (e: unknown) => this.#refuseTunnel(client, kind, { status: 502, reason: 'destination unavailable', detail: errorMessage(e) }),
     );
   }
 
-  async #tunnel(client: Socket, head: Buffer, endpoints: readonly DestinationEndpoint[], kind: TunnelKind): Promise<void> {
+  async #tunnel(client: Socket, head: Buffer, endpoints: readonly DestinationEndpoint[], kind: TunnelKind, target: OutboundTarget): Promise<void> {
     let failed: Set<DestinationEndpoint> | undefined;
     for (;;) {
       const ep = this.#pick(endpoints, 'connections', failed);
@@ -654,6 +656,17 @@ export class OutboundProxy {
       }
       link.start(protocol);
       if (this.#log.isLevelEnabled('debug')) this.#log.debug({ endpoint: this.#key(ep), meshed: link.meshed, protocol, kind }, 'outbound tunnel open');
+      const metrics = this.#metrics;
+      if (metrics !== undefined && kind === 'redirected' && protocol === 'http1') {
+        // Its requests counted as the forward proxy's are (outbound/http1-tap).
+        tapHttp1(client, upstream, () => {
+          const ex = metrics.exchange();
+          ex.to(target);
+          ex.attempt(ep);
+          ex.sent();
+          return ex;
+        });
+      }
       pipeBoth(client, upstream);
       return;
     }
