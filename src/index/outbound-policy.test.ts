@@ -95,6 +95,19 @@ describe('OutboundLookups.policy', () => {
     const plain = mkLookups(mkService({}, [{ port: 3306 }])).lookups;
     assert.equal((plain.policy({ kind: 'addr', ip: SVC_IP, port: 3306 }) as { appProtocol?: string }).appProtocol, 'opaque');
   });
+
+  it('a port’s appProtocol: http is HTTP/1, kubernetes.io/h2c HTTP/2, anything else opaque; it wins over the opaque ports', () => {
+    const ports: Service['spec']['ports'] = [
+      { port: 80, appProtocol: 'HTTP' },
+      { port: 81, appProtocol: 'kubernetes.io/h2c' },
+      { port: 82, appProtocol: 'linkerd.io/opaque' },
+      { port: 83, appProtocol: 'example.com/custom' },
+      { port: 3306, appProtocol: 'http' },
+    ];
+    const { lookups } = mkLookups(mkService({}, ports));
+    const protocols = ports.map((p) => (lookups.policy({ kind: 'addr', ip: SVC_IP, port: p.port }) as { appProtocol?: string }).appProtocol);
+    assert.deepStrictEqual(protocols, ['http1', 'http2', 'opaque', 'opaque', 'http1']);
+  });
 });
 
 describe('OutboundLookups.profile', () => {

@@ -14,8 +14,11 @@
  * - Opaque ports: the Service's `config.linkerd.io/opaque-ports`, else the cluster's defaults;
  *   for a pod, its own annotation, else the defaults.
  *
+ * - A Service port's `appProtocol` (`http`, `kubernetes.io/h2c`, anything else opaque) wins over
+ *   the opaque-ports annotation.
+ *
  * Not modelled: outbound routes (HTTPRoute/GRPCRoute/TCPRoute/TLSRoute with a Service parent),
- * ServiceProfiles, EgressNetworks, failure accrual and retry/timeout annotations, `appProtocol`.
+ * ServiceProfiles, EgressNetworks, failure accrual and retry/timeout annotations.
  */
 import { deepEqual, formatIp, type IpNet, netContains, parseCidr, parseIp } from '../core/index.js';
 import { ANNOTATIONS, DEFAULT_OPAQUE_PORTS, parsePortSet, type Service } from '../manifest/index.js';
@@ -42,7 +45,7 @@ export type OutboundPolicyValue =
       readonly name: string;
       readonly port: number;
       readonly authority: string;
-      readonly appProtocol?: 'opaque' | undefined;
+      readonly appProtocol?: 'http1' | 'http2' | 'opaque' | undefined;
     }
   | { readonly kind: 'undefinedPort'; readonly namespace: string; readonly name: string; readonly port: number }
   | { readonly kind: 'egressFallback'; readonly ip: string; readonly port: number };
@@ -161,8 +164,18 @@ export class OutboundLookups {
   #servicePolicy(namespace: string, name: string, port: number): OutboundPolicyValue {
     const svc = this.#index.service(namespace, name);
     const authority = `${name}.${namespace}.svc.${this.#clusterDomain}:${port}`;
-    const opaque = svc !== undefined && this.#serviceOpaquePorts(svc).has(port);
-    return { kind: 'service', namespace, name, port, authority, ...(opaque ? { appProtocol: 'opaque' as const } : {}) };
+    const appProtocol = svc === undefined ? undefined : this.#appProtocol(svc, port);
+    return { kind: 'service', namespace, name, port, authority, ...(appProtocol !== undefined ? { appProtocol } : {}) };
+  }
+
+  /** A port's `appProtocol` as upstream reads it (an unknown one is opaque), else opaque when the port is. */
+  #appProtocol(svc: Service, port: number): 'http1' | 'http2' | 'opaque' | undefined {
+    const declared = svc.spec.ports.find((p) => p.port === port && p.appProtocol !== undefined)?.appProtocol;
+    if (declared !== undefined) {
+      const p = declared.toLowerCase();
+      return p === 'http' ? 'http1' : p === 'kubernetes.io/h2c' ? 'http2' : 'opaque';
+    }
+    return this.#serviceOpaquePorts(svc).has(port) ? 'opaque' : undefined;
   }
 
   #serviceProfile(svc: Service, port: number): DestinationProfileValue {

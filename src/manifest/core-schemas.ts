@@ -81,6 +81,8 @@ export const serviceSpec = z
     selector: stringMap.optional(),
     clusterIP: optString,
     publishNotReadyAddresses: z.boolean().optional(),
-    ports: z.array(z.object({ name: optString, port: portNumber, targetPort: intOrString.optional(), protocol: optString })).default([]),
+    ports: z
+      .array(z.object({ name: optString, port: portNumber, targetPort: intOrString.optional(), protocol: optString, appProtocol: optString }))
+      .default([]),
   })
   .prefault({});

@@ -294,6 +294,8 @@ export type Service = Typed<
       readonly port: number;
       readonly targetPort?: number | string | undefined;
       readonly protocol?: string | undefined;
+      /** `http`, `kubernetes.io/h2c`, `linkerd.io/opaque`…: what clients should speak (outbound policy). */
+      readonly appProtocol?: string | undefined;
     }[];
   }
 >;
