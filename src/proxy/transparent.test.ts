@@ -11,6 +11,7 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { createServer as createHttpServer, type Server as HttpServer, type IncomingHttpHeaders } from 'node:http';
+import { constants as h2constants, connect as http2Connect, type OutgoingHttpHeaders } from 'node:http2';
 import { type AddressInfo, createServer as createNetServer, type Server as NetServer, connect as netConnect, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { connect as tlsConnect } from 'node:tls';
@@ -32,7 +33,7 @@ import { OutboundConnector } from './outbound/connector.js';
 import { OutboundProxy } from './outbound/proxy.js';
 import { DestinationCache, type DestinationSource } from './outbound/resolver.js';
 import { TempDirs, waitFor, within } from './testing/identity.js';
-import { HOST, POD_HTTP1, POD_TCP, type ServerSide, startServerSide } from './testing/outbound.js';
+import { HOST, POD_HTTP1, POD_HTTP2, POD_TCP, type ServerSide, startServerSide } from './testing/outbound.js';
 import { type FakeCell, FakeDiscovery, FakePolicies } from './testing/policies.js';
 import { MeshTlsContext, TRANSPORT_HEADER_ALPN } from './tls/context.js';
 import type { OriginalDstReader, OriginalDstResult } from './transport/original-dst.js';
@@ -134,6 +135,7 @@ before(async () => {
 
   const source = new TableSource();
   source.table.set(`${POD_IP}:8080`, { kind: 'add', endpoints: [side.endpoint(POD_HTTP1)], setLabels: {} });
+  source.table.set(`${POD_IP}:${POD_HTTP2}`, { kind: 'add', endpoints: [side.endpoint(POD_HTTP2)], setLabels: {} });
   source.table.set(`${POD_IP}:9000`, {
     kind: 'add',
     endpoints: [side.endpoint(POD_TCP, { protocolHint: 'opaque', opaqueTransportPort: 4143 })],
@@ -322,6 +324,72 @@ describe('OutboundProxy with originalDst (transparent mode)', () => {
         lines.join('\n'),
       );
     } finally {
+      await counted.close();
+    }
+  });
+
+  it('counts the streams of a redirected HTTP/2 connection on the endpoint: status, gRPC status, a reset', async () => {
+    const registry = new MetricsRegistry();
+    const counted = new OutboundProxy({
+      listen: { host: HOST, port: 0 },
+      resolver: cache,
+      connector,
+      originalDst,
+      tunnelDetectTimeoutMs: 500,
+      metrics: new OutboundMetrics({ registry }),
+    });
+    const port = await counted.start();
+    const c = await connectAs(port, HOST, redirectTo(POD_IP, POD_HTTP2));
+    const session = http2Connect(`http://${POD_IP}:${POD_HTTP2}`, { createConnection: () => c.socket });
+    session.on('error', () => {});
+    try {
+      const call = (headers: OutgoingHttpHeaders, body?: Buffer) =>
+        within(
+          new Promise<{ status: number; trailers: IncomingHttpHeaders }>((resolve, reject) => {
+            const st = session.request(headers, { endStream: body === undefined });
+            let status = 0;
+            let trailers: IncomingHttpHeaders = {};
+            st.on('response', (h) => {
+              status = Number(h[':status']);
+            });
+            st.on('trailers', (t) => {
+              trailers = t;
+            });
+            st.on('error', reject);
+            st.resume();
+            st.on('end', () => resolve({ status, trailers }));
+            if (body !== undefined) st.end(body);
+          }),
+          WAIT_MS,
+          'an HTTP/2 exchange',
+        );
+      for (const path of ['/a', '/b']) assert.equal((await call({ ':path': path })).status, 200);
+      const grpc = await call({ ':method': 'POST', ':path': '/s/M', 'content-type': 'application/grpc', te: 'trailers' }, Buffer.from([0, 0, 0, 0, 0]));
+      assert.equal(grpc.trailers['grpc-status'], '0');
+      const lines = () => registry.render().split('\n');
+      const series = `direction="outbound",target_addr="${HOST}:${POD_HTTP2}"`;
+      await waitFor(() => lines().some((l) => l.startsWith(`request_total{${series}`) && l.endsWith(' 3')), 'three streams counted', WAIT_MS);
+      const responses = lines()
+        .filter((l) => l.startsWith('response_total{'))
+        .map((l) => l.replace(/\{.*,status_code/, '{…,status_code'));
+      assert.deepEqual(responses.sort(), [
+        'response_total{…,status_code="200",classification="success",grpc_status="",error=""} 2',
+        'response_total{…,status_code="200",classification="success",grpc_status="0",error=""} 1',
+      ]);
+      assert.match(lines().find((l) => l.startsWith('request_total{')) ?? '', new RegExp(`tls="true",server_id="${side.serverCert.identity}"`));
+      // A stream the client resets before any response: a failure named by the reset.
+      const hung = session.request({ ':method': 'POST', ':path': '/unfinished' }, { endStream: false });
+      hung.on('error', () => {});
+      hung.write('part of a body');
+      await waitFor(() => lines().some((l) => l.startsWith(`request_total{${series}`) && l.endsWith(' 4')), 'the fourth stream counted', WAIT_MS);
+      hung.close(h2constants.NGHTTP2_CANCEL);
+      await waitFor(
+        () => lines().some((l) => l.startsWith(`response_total{${series}`) && l.endsWith(',classification="failure",grpc_status="",error="h2(CANCEL)"} 1')),
+        'the reset stream counted as a failure',
+        WAIT_MS,
+      );
+    } finally {
+      session.destroy();
       await counted.close();
     }
   });

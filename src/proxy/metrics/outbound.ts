@@ -4,9 +4,9 @@
  * (`status_code`, `classification`, `grpc_status`, `error`; the classifier is the inbound
  * side's, metrics/http) and `response_latency_ms` (upstream buckets, by `status_code`), for HTTP/1
  * absolute-form requests, HTTP/2 streams and the requests of redirected (transparent) connections
- * to a meshed endpoint whose session is HTTP/1 (outbound/http1-tap). CONNECT tunnels and other
- * redirected connections (opaque, HTTP/2, unmeshed destinations) are transport metrics only
- * (metrics/transport).
+ * to a meshed endpoint whose session is HTTP (outbound/http1-tap, outbound/http2-tap). CONNECT
+ * tunnels and other redirected connections (opaque, unmeshed destinations) are transport metrics
+ * only (metrics/transport).
  *
  * Labels of a request sent to an endpoint: the outbound transport series' labels without
  * `peer` — `direction="outbound"`, `authority` (the service name and port, for a name),

@@ -43,8 +43,8 @@
  * request. A failure after the request was sent is a 502 (before the response) or an aborted
  * response (after) — requests are never replayed.
  *
- * With `metrics`, every HTTP request (HTTP/1 absolute-form, HTTP/2 stream, HTTP/1 in a redirected
- * connection to a meshed endpoint; not CONNECT) is counted
+ * With `metrics`, every HTTP request (HTTP/1 absolute-form, HTTP/2 stream, HTTP/1 or HTTP/2 in a
+ * redirected connection to a meshed endpoint; not CONNECT) is counted
  * in `request_total`, `response_total` and `response_latency_ms` with `direction="outbound"`
  * (metrics/outbound): on the endpoint it was sent to, and the proxy's own answers as failures with
  * their reason in `error`.
@@ -77,6 +77,7 @@ import type { OutboundConnectError, OutboundConnectFailure, OutboundConnector, O
 import { OutboundH2Relay, type OutboundH2RelayHost } from './h2-relay.js';
 import { filterOutboundRequest1, parseAbsoluteForm } from './http-headers.js';
 import { tapHttp1 } from './http1-tap.js';
+import { tapHttp2 } from './http2-tap.js';
 import type { OutboundResolution, OutboundTarget, OutboundTargetParse } from './resolver.js';
 
 /** What the proxy needs of the resolver (structurally, `DestinationCache`). */
@@ -657,15 +658,17 @@ export class OutboundProxy {
       link.start(protocol);
       if (this.#log.isLevelEnabled('debug')) this.#log.debug({ endpoint: this.#key(ep), meshed: link.meshed, protocol, kind }, 'outbound tunnel open');
       const metrics = this.#metrics;
-      if (metrics !== undefined && kind === 'redirected' && protocol === 'http1') {
-        // Its requests counted as the forward proxy's are (outbound/http1-tap).
-        tapHttp1(client, upstream, () => {
+      if (metrics !== undefined && kind === 'redirected' && protocol !== 'opaque') {
+        // Its requests counted as the forward proxy's are (outbound/http1-tap, outbound/http2-tap).
+        const start = (): OutboundExchange => {
           const ex = metrics.exchange();
           ex.to(target);
           ex.attempt(ep);
           ex.sent();
           return ex;
-        });
+        };
+        if (protocol === 'http1') tapHttp1(client, upstream, start);
+        else tapHttp2(client, upstream, start);
       }
       pipeBoth(client, upstream);
       return;
