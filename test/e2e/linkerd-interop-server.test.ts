@@ -19,8 +19,8 @@
  *   same families with the same label names: the inbound authorization families, `request_total`,
  *   `response_total`, `response_latency_ms`, the `tcp_*` families and the identity families
  *   (ward's `tcp_connection_duration_ms`, which upstream no longer has, aside); and the two clients'
- *   outbound `request_total`, `response_total` and `response_latency_ms` for their HTTP/1 requests
- *   to ward's server (ward's client in transparent mode).
+ *   outbound `request_total`, `response_total` and `response_latency_ms` for their HTTP/1 and gRPC
+ *   requests to ward's server (ward's client in transparent mode).
  *
  * Skipped with a message naming what is missing (the binary, root, iptables, openssl) except
  * under CI=true, where that is a failure.
@@ -218,15 +218,20 @@ describe('linkerd2-proxy interop: ward client → Linkerd server, Linkerd client
       if (l.length === 0) differences.push(`${family}: no sample from the real proxy`);
       if (JSON.stringify(l) !== JSON.stringify(w)) differences.push(`${family}:\n  linkerd ${JSON.stringify(l)}\n  ward    ${JSON.stringify(w)}`);
     }
-    // The clients' outbound HTTP/1 requests to ward's server: the real proxy's and ward's (transparent mode).
+    // The clients' outbound HTTP/1 and gRPC requests to ward's server: the real proxy's and ward's (transparent mode).
+    const fromLinkerd = await lab.grpcCall(linkerdClient, `${SUBNET}.4`, HTTP2_PORT, '/demo.Svc/Call');
+    assert.equal(fromLinkerd.trailers?.['grpc-status'], '0', `${JSON.stringify(fromLinkerd)}${logs()}`);
     const lc = samples(await lab.admin(linkerdClient, '/metrics'));
     const wc = samples(await lab.admin(client, '/metrics'));
-    const toWardServer = (l: Record<string, string>) => l.direction === 'outbound' && l.target_addr === `${SUBNET}.4:${HTTP1_PORT}`;
-    for (const family of ['request_total', 'response_total', 'response_latency_ms_bucket']) {
-      const l = labelShapes(lc, family, toWardServer);
-      const w = labelShapes(wc, family, toWardServer);
-      if (l.length === 0) differences.push(`${family}: no outbound sample from the real proxy`);
-      if (JSON.stringify(l) !== JSON.stringify(w)) differences.push(`outbound ${family}:\n  linkerd ${JSON.stringify(l)}\n  ward    ${JSON.stringify(w)}`);
+    for (const port of [HTTP1_PORT, HTTP2_PORT]) {
+      const toWardServer = (l: Record<string, string>) => l.direction === 'outbound' && l.target_addr === `${SUBNET}.4:${port}`;
+      for (const family of ['request_total', 'response_total', 'response_latency_ms_bucket']) {
+        const l = labelShapes(lc, family, toWardServer);
+        const w = labelShapes(wc, family, toWardServer);
+        if (l.length === 0) differences.push(`${family}: no outbound sample to ${port} from the real proxy`);
+        if (JSON.stringify(l) !== JSON.stringify(w))
+          differences.push(`outbound ${family} to ${port}:\n  linkerd ${JSON.stringify(l)}\n  ward    ${JSON.stringify(w)}`);
+      }
     }
     assert.deepEqual(differences, [], differences.join('\n'));
     // The gRPC response's classification labels, as upstream writes them.
