@@ -55,7 +55,7 @@ export function parseOrigProto(value: string): OrigProto | undefined {
  * The HTTP/1 request for a downgraded stream's forwarded header pairs (pseudo-headers first, as
  * the inbound stack builds them; the request's `l5d-*` headers already removed, its own
  * `l5d-client-id` added): method and path from the pseudo-headers, `Host` from `:authority`
- * unless the request has one, hop-by-hop headers (`te`…) dropped.
+ * unless the request has one, hop-by-hop headers (`te`…) and `expect` dropped.
  */
 export function http1RequestOf(pairs: readonly string[]): { readonly method: string; readonly path: string; readonly headers: string[] } {
   let method = 'GET';
@@ -72,7 +72,8 @@ export function http1RequestOf(pairs: readonly string[]): { readonly method: str
       else if (name === ':authority') authority = value;
       continue;
     }
-    if (HOP_BY_HOP.has(name)) continue;
+    // `expect` too: the client proxy answered its client's 100-continue already, and the body follows.
+    if (HOP_BY_HOP.has(name) || name === 'expect') continue;
     if (name === 'host') hasHost = true;
     headers.push(name, value);
   }
