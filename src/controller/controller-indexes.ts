@@ -7,7 +7,15 @@ import { performance } from 'node:perf_hooks';
 import { EndpointsIndex, type IndexTx, PolicyIndex, resourceKey } from '../index/index.js';
 import { type Pod, type Resource, type ResourceKey, resourceKeyString } from '../manifest/index.js';
 import { type Logger, MeshError, type Registry } from '../shared/index.js';
-import { DirectorySource, type KubeObject, KubernetesSource, type PolicySource, type ResourceType, type SourceTx } from '../sources/index.js';
+import {
+  DirectorySource,
+  type KubeObject,
+  KubernetesSource,
+  type PolicySource,
+  type ResourceType,
+  registerKubeSourceMetrics,
+  type SourceTx,
+} from '../sources/index.js';
 import { ControllerMetrics } from './controller-metrics.js';
 import type { ControllerOptions } from './controller-types.js';
 import type { ShutdownStack } from './shutdown-stack.js';
@@ -71,6 +79,8 @@ export async function startIndexes(
       onChange: (s) => onChange(s, 'objects applied'),
       ...(listeners.onObject !== undefined ? { onObject: listeners.onObject } : {}),
     });
+    const k = kubernetes;
+    registerKubeSourceMetrics(registry, () => k);
     source = kubernetes;
   } else {
     if (opts.manifestsDir === undefined) throw new MeshError('ERR_CONFIG', 'the controller needs a manifests directory or Kubernetes mode');
