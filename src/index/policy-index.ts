@@ -38,6 +38,7 @@ import type { Pod, Resource, ResourceKey, Server } from '../manifest/index.js';
 import { PolicyCell } from './cell.js';
 import {
   type ApSpec,
+  type AuthnRef,
   type Converted,
   convertAuthorizationPolicy,
   convertGrpcRoute,
@@ -229,8 +230,34 @@ export class PolicyIndex {
     return ns;
   }
 
-  #markAllPolicies(): void {
-    for (const ns of this.#namespaces.values()) ns.dirtyPolicies = true;
+  /**
+   * Authentications changed in the current transaction, as `namespace/lowercase name`: the
+   * namespaces whose AuthorizationPolicies reference one recompute their policies (references
+   * cross namespaces; names compare case-insensitively, as #lookupAuthn resolves them).
+   */
+  readonly #changedAuthn = { meshTLS: new Set<string>(), network: new Set<string>() };
+
+  #authnChanged(kind: 'meshTLS' | 'network', namespace: string, name: string): void {
+    this.#changedAuthn[kind].add(`${namespace}/${name.toLowerCase()}`);
+  }
+
+  /** Marks the namespaces with a policy referencing a changed authentication (one pass per transaction). */
+  #markAuthnReferences(): void {
+    const { meshTLS, network } = this.#changedAuthn;
+    if (meshTLS.size === 0 && network.size === 0) return;
+    const hit = (set: ReadonlySet<string>, ref: AuthnRef | undefined) => ref !== undefined && set.has(`${ref.namespace}/${ref.name.toLowerCase()}`);
+    for (const ns of this.#namespaces.values()) {
+      if (ns.dirtyPolicies) continue;
+      for (const entry of ns.aps.values()) {
+        if (!entry.converted.ok) continue;
+        if (hit(meshTLS, entry.converted.value.meshTLS) || hit(network, entry.converted.value.network)) {
+          ns.dirtyPolicies = true;
+          break;
+        }
+      }
+    }
+    meshTLS.clear();
+    network.clear();
   }
 
   /** Stores a converted object, keeping the previous version when an update does not convert (§3.8). */
@@ -280,11 +307,11 @@ export class PolicyIndex {
         return;
       case 'MeshTLSAuthentication':
         this.#store(ns.meshtls, name, r, convertMeshTLSAuthentication(r, this.#domain));
-        this.#markAllPolicies(); // referenced across namespaces
+        this.#authnChanged('meshTLS', r.metadata.namespace, name);
         return;
       case 'NetworkAuthentication':
         this.#store(ns.netauthn, name, r, { ok: true, value: r.spec.networks });
-        this.#markAllPolicies();
+        this.#authnChanged('network', r.metadata.namespace, name);
         return;
       case 'HTTPRoute':
         this.#store(ns.httpRoutes, `${r.spec.group}/${name}`, r, convertHttpRoute(r));
@@ -332,10 +359,10 @@ export class PolicyIndex {
         if (ns.aps.delete(k.name)) ns.dirtyPolicies = true;
         return;
       case 'MeshTLSAuthentication':
-        if (ns.meshtls.delete(k.name)) this.#markAllPolicies();
+        if (ns.meshtls.delete(k.name)) this.#authnChanged('meshTLS', k.namespace, k.name);
         return;
       case 'NetworkAuthentication':
-        if (ns.netauthn.delete(k.name)) this.#markAllPolicies();
+        if (ns.netauthn.delete(k.name)) this.#authnChanged('network', k.namespace, k.name);
         return;
       case 'HTTPRoute': {
         const groups = k.group === '' ? [POLICY_GROUP, 'gateway.networking.k8s.io'] : [k.group];
@@ -369,6 +396,7 @@ export class PolicyIndex {
   // === recomputation ===
 
   #recompute(): void {
+    this.#markAuthnReferences();
     for (const ns of this.#namespaces.values()) {
       if (!ns.dirtyPolicies && ns.changedServers.size === 0 && ns.dirtyPods.size === 0) continue;
       const changedPolicies = ns.dirtyPolicies ? this.#recomputePolicies(ns) : new Set<string>();
