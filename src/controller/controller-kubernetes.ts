@@ -104,7 +104,7 @@ export async function startKubernetesSide(
     index: indexes.index,
     namespace: k.namespace,
     identity: k.podName,
-    rejected: () => rejectedObjects(indexes.kubernetes?.status() ?? []),
+    rejected: () => rejectedObjects(indexes.kubernetes?.rejected() ?? []),
     logger: log,
     registry,
     election: {

@@ -508,6 +508,7 @@ describeWithKubeKit('KubernetesSource against a real API server', () => {
     );
     assert.deepEqual(st.retained, [{ kind: 'Server', group: '', namespace: NS, name: 'web-http' }]);
     assert.equal(st.kind, 'Server');
+    assert.deepEqual(kube.rejected(), [st], 'rejected() reports it as status() does, alone');
     assert.deepEqual(kubeIndex.peek(NS, 'web-0', 8080)?.value, before, 'the last good Server still decides port 8080');
     const rejected = logs.filter((l) => l.msg === 'object rejected; its last good version stays in force' && l.object === path);
     assert.equal(rejected.length, 1);
@@ -518,6 +519,7 @@ describeWithKubeKit('KubernetesSource against a real API server', () => {
     await waitFor(() => kube.status().find((s) => s.file === path)?.ok === true, 'the fix to be seen', WAIT_MS);
     await waitFor(() => kubeIndex.peek(NS, 'web-0', 8080)?.value.authorizations.length === 0, 'the fixed Server (deny) in force', WAIT_MS);
     assert.deepEqual(kube.status().find((s) => s.file === path)?.retained, []);
+    assert.deepEqual(kube.rejected(), []);
   });
 
   it('does not apply again an object whose status alone was written (a route status update)', async () => {

@@ -310,8 +310,22 @@ export class KubernetesSource implements PolicySource {
 
   /** Per-object status (every object of a kind ward reads), sorted by API path. */
   status(): ObjectStatus[] {
+    return this.#statuses(() => true);
+  }
+
+  /**
+   * The status of the objects whose latest version was refused (`ok` false), sorted by API path:
+   * what `status()` reports of them, without building the status of every other object (the
+   * status writer asks at each reconciliation, and a cluster has thousands of good objects).
+   */
+  rejected(): ObjectStatus[] {
+    return this.#statuses((st) => !st.ok);
+  }
+
+  #statuses(wanted: (st: ObjectState) => boolean): ObjectStatus[] {
     const out: ObjectStatus[] = [];
     for (const st of this.#objects.values()) {
+      if (!wanted(st)) continue;
       const key = st.resource !== undefined ? resourceKeyOf(st.resource) : undefined;
       out.push({
         file: st.path,
