@@ -1,7 +1,7 @@
 /**
- * Benchmark runner: `npm run bench -- <attack|decide|detect|index|propagation|certify|mesh|mesh-ab|metrics|relay|revocation|all> [--json]`
+ * Benchmark runner: `npm run bench -- <attack|decide|detect|index|kube|propagation|certify|mesh|mesh-ab|metrics|relay|revocation|all> [--json]`
  * (`all`: every suite but `mesh-ab`, which compares node options given in its environment, and
- * `attack`, which takes ~7 minutes).
+ * `attack`, which takes ~7 minutes, and `kube`, which takes ~5 and needs the apiserver kit).
  *
  * Prints a table per suite, or with `--json` exactly one JSON object per suite and line:
  * `{"suite": "...", "results": [{"name", "nsPerOp", "opsPerSec", ...extra}]}`. Progress and
@@ -13,6 +13,7 @@ import { runDecideSuite } from './decide.js';
 import { runDetectSuite } from './detect.js';
 import type { BenchResult, Suite } from './harness.js';
 import { runIndexSuite } from './index.js';
+import { runKubeSuite } from './kube.js';
 import { runMeshSuite } from './mesh.js';
 import { runMeshAbSuite } from './mesh-ab.js';
 import { runMetricsSuite } from './metrics.js';
@@ -25,6 +26,7 @@ const SUITES: readonly Suite[] = [
   { name: 'decide', run: runDecideSuite },
   { name: 'detect', run: runDetectSuite },
   { name: 'index', run: runIndexSuite },
+  { name: 'kube', run: runKubeSuite, notInAll: true },
   { name: 'propagation', run: runPropagationSuite },
   { name: 'certify', run: runCertifySuite },
   { name: 'mesh', run: runMeshSuite },
