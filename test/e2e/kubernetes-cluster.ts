@@ -5,12 +5,13 @@
  * per test file: start takes 10-15 s, stop 10-20 s. The suite is skipped when the kit's binaries
  * or root are missing, except under CI=true where that is a failure.
  */
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { accessSync, closeSync, constants, existsSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { alive, type KubectlResult, parseEnvFile, run } from '../../src/sources/kube/testing/kube-kit.js';
 
 const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const KUBE_VERSION = process.env.KUBE_VERSION ?? 'v1.36.3';
@@ -54,30 +55,9 @@ export function describeWithCluster(name: string, opts: { readonly timeout?: num
 }
 
 /** One command's outcome. */
-export interface RunResult {
-  readonly code: number;
-  readonly stdout: string;
-  readonly stderr: string;
-}
+export type RunResult = KubectlResult;
 
-/** Runs a command to completion (bounded); never rejects for a non-zero exit. */
-export function run(cmd: string, args: readonly string[], opts: { stdin?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<RunResult> {
-  return new Promise((resolvePromise, reject) => {
-    const child = execFile(
-      cmd,
-      args,
-      { env: opts.env ?? process.env, maxBuffer: 64 * 1024 * 1024, timeout: opts.timeoutMs ?? 120_000, encoding: 'utf8' },
-      (err, stdout, stderr) => {
-        if (err !== null && typeof (err as { code?: unknown }).code !== 'number') {
-          reject(new Error(`${cmd} ${args.join(' ')} failed: ${err.message}\n${stderr}`));
-          return;
-        }
-        resolvePromise({ code: err === null ? 0 : ((err as { code?: number }).code ?? 1), stdout, stderr });
-      },
-    );
-    child.stdin?.end(opts.stdin ?? '');
-  });
-}
+export { run };
 
 /** A running cluster. */
 export interface Cluster {
@@ -100,25 +80,7 @@ export interface Cluster {
   stop(): Promise<void>;
 }
 
-function parseEnvFile(text: string): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const line of text.split('\n')) {
-    const i = line.indexOf('=');
-    if (i > 0) env[line.slice(0, i)] = line.slice(i + 1).replace(/^"(.*)"$/, '$1');
-  }
-  return env;
-}
-
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /**
  * Starts a cluster in `dir` (a fresh temporary directory by default). `log` hears the kit's

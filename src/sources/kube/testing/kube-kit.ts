@@ -92,7 +92,8 @@ export interface KubeKit {
   stop(): Promise<void>;
 }
 
-function run(cmd: string, args: readonly string[], opts: { stdin?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<KubectlResult> {
+/** Runs a command to completion (bounded); resolves whatever its exit code, rejects when it cannot run. */
+export function run(cmd: string, args: readonly string[], opts: { stdin?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<KubectlResult> {
   return new Promise((resolvePromise, reject) => {
     const child = execFile(
       cmd,
@@ -110,18 +111,20 @@ function run(cmd: string, args: readonly string[], opts: { stdin?: string; env?:
   });
 }
 
-function parseEnvFile(text: string): Record<string, string> {
+/** A kit's `DIR/env` file as a map (`KEY=value` lines; a value in double quotes, as the cluster kit's CTR, without them). */
+export function parseEnvFile(text: string): Record<string, string> {
   const env: Record<string, string> = {};
   for (const line of text.split('\n')) {
     const i = line.indexOf('=');
-    if (i > 0) env[line.slice(0, i)] = line.slice(i + 1);
+    if (i > 0) env[line.slice(0, i)] = line.slice(i + 1).replace(/^"(.*)"$/, '$1');
   }
   return env;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function alive(pid: number): boolean {
+/** True while process `pid` exists. */
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
