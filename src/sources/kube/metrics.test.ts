@@ -46,7 +46,7 @@ describe('registerKubeSourceMetrics', () => {
     const registry = createRegistry();
     registerKubeSourceMetrics(registry, () => ({
       reflectorStats: () => current,
-      status: () => [status(true, false), status(false, true), status(false, false)],
+      rejected: () => [status(false, true), status(false, false)],
     }));
     const text = await registry.metrics();
     for (const line of [

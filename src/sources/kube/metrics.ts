@@ -11,7 +11,8 @@ import type { ReflectorStats } from './reflector.js';
 /** What the metrics read (a KubernetesSource). */
 export interface KubeSourceStats {
   reflectorStats(): Record<string, ReflectorStats>;
-  status(): ObjectStatus[];
+  /** The refused objects only: a scrape must not build the status of every object. */
+  rejected(): ObjectStatus[];
 }
 
 const COUNTERS: readonly [keyof ReflectorStats, string, string][] = [
@@ -66,7 +67,7 @@ export function registerKubeSourceMetrics(registry: Registry, source: () => Kube
     labelNames: ['retained'] as const,
     registers,
     collect() {
-      const bad = (source()?.status() ?? []).filter((s) => !s.ok);
+      const bad = source()?.rejected() ?? [];
       this.set({ retained: 'true' }, bad.filter((s) => s.retained.length > 0).length);
       this.set({ retained: 'false' }, bad.filter((s) => s.retained.length === 0).length);
     },
