@@ -64,6 +64,7 @@ import {
   resourceKeyString,
 } from '../manifest/index.js';
 import { Backoff, errorMessage, type Logger, MeshError, silentLogger } from '../shared/index.js';
+import { BatchTimer } from './batch-timer.js';
 
 // === public types ===
 
@@ -261,7 +262,6 @@ export class DirectorySource {
   readonly #inject: InjectConfig;
   readonly #sink: SourceSink;
   readonly #log: Logger;
-  readonly #debounceMs: number;
   readonly #maxDelayMs: number;
   readonly #rescanIntervalMs: number;
   readonly #useWatch: boolean;
@@ -278,7 +278,7 @@ export class DirectorySource {
   readonly #expanded = new WeakMap<Resource, Pod[]>();
 
   #pending: Pending = { full: false, paths: new Set(), startedAtMs: undefined };
-  #debounceTimer: NodeJS.Timeout | undefined;
+  readonly #batchTimer: BatchTimer;
   #rescanTimer: NodeJS.Timeout | undefined;
   /** The last batch threw in the sink: reconcile again even when no file changed. */
   #sinkFailed = false;
@@ -310,8 +310,9 @@ export class DirectorySource {
     this.#inject = opts.config;
     this.#sink = opts.sink;
     this.#log = opts.logger ?? silentLogger();
-    this.#debounceMs = Math.max(0, opts.debounceMs ?? 50);
-    this.#maxDelayMs = Math.max(this.#debounceMs, opts.maxDelayMs ?? 1000);
+    const debounceMs = Math.max(0, opts.debounceMs ?? 50);
+    this.#maxDelayMs = Math.max(debounceMs, opts.maxDelayMs ?? 1000);
+    this.#batchTimer = new BatchTimer(debounceMs, this.#maxDelayMs, () => this.#flush());
     this.#rescanIntervalMs = Math.max(0, opts.rescanIntervalMs ?? 2000);
     this.#useWatch = opts.watch ?? true;
     this.#maxFileBytes = opts.maxFileBytes ?? 8 * 1024 * 1024;
@@ -367,9 +368,9 @@ export class DirectorySource {
   stop(): void {
     this.#stopped = true;
     this.#closeWatcher();
-    for (const t of [this.#debounceTimer, this.#restartTimer, this.#settleTimer, this.#emptyTimer]) if (t !== undefined) clearTimeout(t);
+    this.#batchTimer.cancel();
+    for (const t of [this.#restartTimer, this.#settleTimer, this.#emptyTimer]) if (t !== undefined) clearTimeout(t);
     if (this.#rescanTimer !== undefined) clearInterval(this.#rescanTimer);
-    this.#debounceTimer = undefined;
     this.#restartTimer = undefined;
     this.#settleTimer = undefined;
     this.#rescanTimer = undefined;
@@ -631,17 +632,7 @@ export class DirectorySource {
 
   #schedule(): void {
     if (this.#stopped) return;
-    const now = Date.now();
-    const first = this.#pending.startedAtMs ?? now;
-    const due = Math.min(now + this.#debounceMs, first + this.#maxDelayMs);
-    if (this.#debounceTimer !== undefined) clearTimeout(this.#debounceTimer);
-    this.#debounceTimer = setTimeout(
-      () => {
-        this.#debounceTimer = undefined;
-        this.#flush();
-      },
-      Math.max(0, due - now),
-    );
+    this.#batchTimer.arm(this.#pending.startedAtMs);
   }
 
   #flush(): void {
@@ -651,8 +642,7 @@ export class DirectorySource {
       this.#schedule();
       return;
     }
-    if (this.#debounceTimer !== undefined) clearTimeout(this.#debounceTimer);
-    this.#debounceTimer = undefined;
+    this.#batchTimer.cancel();
     const batch = this.#pending;
     this.#pending = { full: false, paths: new Set(), startedAtMs: undefined };
     if (!batch.full && batch.paths.size === 0) return;

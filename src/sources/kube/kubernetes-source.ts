@@ -20,6 +20,7 @@
 import { type Diagnostic, deepEqual, GATEWAY_GROUP, POLICY_GROUP } from '../../core/index.js';
 import { admitDocuments, documentFromObject, type Resource, type ResourceKey, resourceKeyOf, resourceKeyString } from '../../manifest/index.js';
 import { Backoff, errorMessage, type Logger, MeshError, silentLogger } from '../../shared/index.js';
+import { BatchTimer } from '../batch-timer.js';
 import type { ChangeSummary, FileStatus, SourceSink } from '../directory-source.js';
 import { KubeApiError, type KubeClient } from './client.js';
 import { apiVersionOf, collectionPath, type KubeObject, Reflector, type ReflectorOptions, type ReflectorStats, type ResourceType } from './reflector.js';
@@ -182,8 +183,6 @@ const objectPath = (t: ResourceType, o: KubeObject) => `${collectionPath(t, o.me
 export class KubernetesSource implements PolicySource {
   readonly #opts: KubernetesSourceOptions;
   readonly #log: Logger;
-  readonly #debounceMs: number;
-  readonly #maxDelayMs: number;
   readonly #reflectors: Reflector[] = [];
   /** By `<reflector index>|<store key>`. */
   readonly #objects = new Map<string, ObjectState>();
@@ -196,7 +195,7 @@ export class KubernetesSource implements PolicySource {
   /** Resource keys the last failed batch did not apply. */
   #retry = new Set<string>();
   #pendingSince: number | undefined;
-  #timer: NodeJS.Timeout | undefined;
+  readonly #batchTimer: BatchTimer;
   #ready = false;
   /** The initial batch is reported even when it applies nothing. */
   #initialReported = false;
@@ -214,8 +213,8 @@ export class KubernetesSource implements PolicySource {
   constructor(opts: KubernetesSourceOptions) {
     this.#opts = opts;
     this.#log = opts.logger ?? silentLogger();
-    this.#debounceMs = Math.max(0, opts.debounceMs ?? 15);
-    this.#maxDelayMs = Math.max(this.#debounceMs, opts.maxDelayMs ?? 500);
+    const debounceMs = Math.max(0, opts.debounceMs ?? 15);
+    this.#batchTimer = new BatchTimer(debounceMs, Math.max(debounceMs, opts.maxDelayMs ?? 500), () => this.#flush());
   }
 
   /** Epoch ms at which the last applied batch began (its first watch event). */
@@ -297,8 +296,7 @@ export class KubernetesSource implements PolicySource {
     this.#stopped = true;
     this.#abort.abort();
     this.#onStop();
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
-    this.#timer = undefined;
+    this.#batchTimer.cancel();
     await Promise.all(this.#reflectors.map((r) => r.stop()));
   }
 
@@ -393,17 +391,7 @@ export class KubernetesSource implements PolicySource {
 
   #schedule(): void {
     if (this.#stopped || !this.#ready) return;
-    const now = Date.now();
-    const first = this.#pendingSince ?? now;
-    const due = Math.min(now + this.#debounceMs, first + this.#maxDelayMs);
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
-    this.#timer = setTimeout(
-      () => {
-        this.#timer = undefined;
-        this.#flush();
-      },
-      Math.max(0, due - now),
-    );
+    this.#batchTimer.arm(this.#pendingSince);
   }
 
   #flush(): void {
