@@ -1,5 +1,5 @@
 /**
- * Benchmark runner: `npm run bench -- <attack|decide|detect|index|kube|propagation|certify|mesh|mesh-ab|metrics|relay|revocation|all> [--json]`
+ * Benchmark runner: `npm run bench -- <attack|decide|detect|index|kube|propagation|certify|mesh|mesh-ab|metrics|outbound-tap|relay|revocation|all> [--json]`
  * (`all`: every suite but `mesh-ab`, which compares node options given in its environment, and
  * `attack`, which takes ~7 minutes, and `kube`, which takes ~5 and needs the apiserver kit).
  *
@@ -17,6 +17,7 @@ import { runKubeSuite } from './kube.js';
 import { runMeshSuite } from './mesh.js';
 import { runMeshAbSuite } from './mesh-ab.js';
 import { runMetricsSuite } from './metrics.js';
+import { runOutboundTapSuite } from './outbound-tap.js';
 import { runPropagationSuite } from './propagation.js';
 import { runRelaySuite } from './relay.js';
 import { runRevocationSuite } from './revocation.js';
@@ -32,6 +33,7 @@ const SUITES: readonly Suite[] = [
   { name: 'mesh', run: runMeshSuite },
   { name: 'mesh-ab', run: runMeshAbSuite, notInAll: true },
   { name: 'metrics', run: runMetricsSuite },
+  { name: 'outbound-tap', run: runOutboundTapSuite },
   { name: 'relay', run: runRelaySuite },
   { name: 'revocation', run: runRevocationSuite },
 ];
