@@ -34,6 +34,12 @@
  * `fileMb` (`RssFile`: mostly the node binary's pages, which every node process shares); where
  * each megabyte goes is in bench/MEMORY.md.
  *
+ * Then, in the same run, the same rounds in network namespaces (bench/mesh-linkerd.ts): Linkerd's
+ * own proxy (the real linkerd2-proxy) only proxies redirected connections, so its pair is
+ * compared with ward's pair in transparent mode in the same topology (`linkerd/*` against
+ * `ward-netns/*`, both over `netns-direct/*`, and `ward-vs-linkerd/*` ratios), never with the
+ * loopback rows above; skipped with a warning where that lab cannot run.
+ *
  * Targets (ward/*\/1000rps): added p50 ≤ 0.5 ms and added p99 ≤ 2 ms. Every process — generator,
  * apps, both proxies, the controller — shares this machine's cores, so saturation figures are a
  * bound of the whole box, not of a proxy alone. `WARD_BENCH_MESH_QUICK=1` shortens every run
@@ -46,6 +52,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { BenchResult } from './harness.js';
+import { runLinkerdComparison } from './mesh-linkerd.js';
 import {
   grpcClient,
   http1Client,
@@ -364,8 +371,15 @@ function logComparison(results: readonly BenchResult[]): void {
   }
 }
 
-/** Runs the mesh suite. */
+/** Runs the mesh suite: the loopback paths, then (their processes stopped) the netns comparison with Linkerd's proxy. */
 export async function runMeshSuite(): Promise<BenchResult[]> {
+  const results = await runLoopbackPaths();
+  results.push(...(await runLinkerdComparison()));
+  return results;
+}
+
+/** The `direct`, `ward` and `nginx` paths on loopback. */
+async function runLoopbackPaths(): Promise<BenchResult[]> {
   const dir = mkdtempSync(join(tmpdir(), 'ward-bench-mesh-'));
   let apps: Apps | undefined;
   let ward: WardMesh | undefined;
