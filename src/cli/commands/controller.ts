@@ -16,6 +16,7 @@ import { inClusterConfig, KubeClient, type KubeConfig, loadKubeconfig } from '..
 import { clusterConfig } from '../cluster-config.js';
 import { type CliIo, EXIT, parseListenAddress, UsageError, untilStopped } from '../io.js';
 import { palette } from '../output.js';
+import { defaultImage } from './install.js';
 
 /** The controller's listen addresses from `--policy-addr`, `--identity-addr`, `--destination-addr`, `--admin-addr` (also `ward up`'s). */
 export function controllerListen(flags: {
@@ -167,7 +168,7 @@ export function kubernetesOptions(
           },
         }
       : {}),
-    proxyImage: flags.proxyImage ?? `localhost/ward:${version}`,
+    proxyImage: flags.proxyImage ?? defaultImage(version),
     ...(flags.proxyImagePullPolicy !== undefined ? { proxyImagePullPolicy: flags.proxyImagePullPolicy } : {}),
     ...(flags.controllerHost !== undefined ? { controllerHost: flags.controllerHost } : {}),
   };

@@ -12,9 +12,10 @@ import { join } from 'node:path';
 import type { Command } from '@commander-js/extra-typings';
 import { Composer, CST, type Document, Parser } from 'yaml';
 import { injectKubeWorkload, type KubeInjectConfig } from '../../manifest/index.js';
-import { errorMessage, packageRootOf } from '../../shared/index.js';
+import { errorMessage, packageVersionOf } from '../../shared/index.js';
 import { type CliIo, EXIT, UsageError } from '../io.js';
 import { palette } from '../output.js';
+import { defaultImage } from './install.js';
 
 /** Flags of `ward inject`. */
 export interface InjectFlags {
@@ -33,11 +34,6 @@ export interface InjectFlags {
 
 const collect = (value: string, previous: string[]) => [...previous, value];
 const MANIFEST_FILE = /\.(ya?ml|json)$/i;
-
-function wardVersion(): string {
-  const manifest = JSON.parse(readFileSync(join(packageRootOf(import.meta.url), 'package.json'), 'utf8')) as { version?: unknown };
-  return typeof manifest.version === 'string' ? manifest.version : 'unknown';
-}
 
 /** Registers `ward inject`. */
 export function registerInjectCommand(program: Command, io: CliIo, result: { status: number }): void {
@@ -77,10 +73,10 @@ function manualConfig(flags: InjectFlags): KubeInjectConfig {
   }
   const uid = flags.proxyUid === undefined ? undefined : /^\d{1,10}$/.test(flags.proxyUid) && Number(flags.proxyUid) > 0 ? Number(flags.proxyUid) : Number.NaN;
   if (Number.isNaN(uid)) throw new UsageError(`--proxy-uid "${flags.proxyUid ?? ''}" is not a user id above 0`);
-  const version = wardVersion();
+  const version = packageVersionOf(import.meta.url);
   return {
     controlPlaneNamespace: flags.controlPlaneNamespace,
-    image: flags.image ?? `localhost/ward:${version}`,
+    image: flags.image ?? defaultImage(version),
     imagePullPolicy: flags.imagePullPolicy,
     controllerHost: flags.controllerHost ?? `ward-controller.${flags.controlPlaneNamespace}.svc.${flags.clusterDomain}`,
     trustAnchorsPem: pem,

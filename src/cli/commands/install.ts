@@ -21,7 +21,7 @@ import {
   validateIssuer,
 } from '../../identity/index.js';
 import { CRD_KINDS, type CustomResourceDefinition, customResourceDefinitions, WARD_PART_OF_LABEL } from '../../manifest/index.js';
-import { errorMessage, packageRootOf } from '../../shared/index.js';
+import { errorMessage, packageVersionOf } from '../../shared/index.js';
 import { type CliIo, EXIT, UsageError } from '../io.js';
 import { formatDiagnostics, palette } from '../output.js';
 
@@ -87,9 +87,8 @@ export interface UninstallOptions {
 }
 
 /** The image `ward install` uses by default: the one `npm run image` builds. */
-export function defaultImage(): string {
-  const manifest = JSON.parse(readFileSync(join(packageRootOf(import.meta.url), 'package.json'), 'utf8')) as { version?: unknown };
-  return `localhost/ward:${typeof manifest.version === 'string' ? manifest.version : 'latest'}`;
+export function defaultImage(version = packageVersionOf(import.meta.url)): string {
+  return `localhost/ward:${version}`;
 }
 
 const b64 = (text: string) => Buffer.from(text).toString('base64');
