@@ -31,7 +31,8 @@ export interface KubernetesSide {
 
 /**
  * The source listeners that feed the status loop, which starts after the initial sync: the
- * objects seen until then are kept (the last version of each) and handed over when it is attached.
+ * objects seen until then are kept (the last version of each) and handed over when it is
+ * attached; after that they go straight to it.
  */
 export class StatusFeed {
   readonly #seen = new Map<string, { readonly type: ResourceType; readonly key: string; readonly object: KubeObject }>();
@@ -39,10 +40,13 @@ export class StatusFeed {
 
   readonly listeners: SourceListeners = {
     onObject: (type: ResourceType, key: string, object: KubeObject | undefined) => {
+      if (this.#loop !== undefined) {
+        this.#loop.onObject(type, key, object);
+        return;
+      }
       const id = `${type.group}/${type.kind}/${key}`;
       if (object !== undefined) this.#seen.set(id, { type, key, object });
       else this.#seen.delete(id);
-      this.#loop?.onObject(type, key, object);
     },
     onBatch: () => this.#loop?.onChange(),
   };
@@ -50,6 +54,8 @@ export class StatusFeed {
   attach(loop: StatusLoop): void {
     this.#loop = loop;
     for (const { type, key, object } of this.#seen.values()) loop.onObject(type, key, object);
+    // From now on the loop hears every object itself; the reflectors keep the objects.
+    this.#seen.clear();
     loop.onChange();
   }
 }
