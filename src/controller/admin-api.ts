@@ -29,6 +29,30 @@ export interface AdminState {
   resources(): readonly ResourceEntry[];
   metrics(): Promise<{ contentType: string; text: string }>;
   identityOf(namespace: string, serviceAccount: string): string;
+  /** More JSON routes (observability, the dashboard's graph…), tried before the 404. */
+  readonly routes?: readonly AdminRoute[];
+}
+
+/** A JSON route of the API beyond the built-in ones. */
+export interface AdminRoute {
+  /** The exact path (no trailing slash), or a pattern over it. */
+  readonly path: string | RegExp;
+  /** GET (also answers HEAD) unless POST. */
+  readonly method?: 'GET' | 'POST';
+  /** Answers a request; `match` is the pattern's match (or `[path]`). Never throws for bad input. */
+  handle(url: URL, body: string, match: RegExpExecArray | readonly [string]): Promise<AdminResponse>;
+}
+
+function findRoute(routes: readonly AdminRoute[] | undefined, path: string): { route: AdminRoute; match: RegExpExecArray | readonly [string] } | undefined {
+  for (const route of routes ?? []) {
+    if (typeof route.path === 'string') {
+      if (route.path === path) return { route, match: [path] };
+    } else {
+      const m = route.path.exec(path);
+      if (m !== null) return { route, match: m };
+    }
+  }
+  return undefined;
 }
 
 /** A resource in force, as the JSON API lists it. */
@@ -120,6 +144,12 @@ export async function handleAdminRequest(state: AdminState, method: string, rawU
   const path = url.pathname.replace(/\/+$/, '') || '/';
   const q = url.searchParams;
   const isGet = method === 'GET' || method === 'HEAD';
+  const extra = findRoute(state.routes, path);
+  if (extra !== undefined) {
+    const want = extra.route.method ?? 'GET';
+    if (want === 'POST' ? method !== 'POST' : !isGet) return apiError(405, 'METHOD_NOT_ALLOWED', `use ${want} on ${path}`);
+    return extra.route.handle(url, body, extra.match);
+  }
   if (path === '/api/v1/explain') {
     if (method !== 'POST') return apiError(405, 'METHOD_NOT_ALLOWED', 'use POST with a JSON body');
   } else if (!isGet) return apiError(405, 'METHOD_NOT_ALLOWED', `${method} is not supported on ${path}`);

@@ -15,14 +15,15 @@
  * a precise message, because a control plane that cannot issue certificates is not one.
  */
 import { type Diagnostic, serviceAccountIdentity } from '../core/index.js';
-import type { Issuer, IssuerReloader } from '../identity/index.js';
+import type { Issuer } from '../identity/index.js';
 import { type Resource, resourceKeyString } from '../manifest/index.js';
 import { createRegistry, type Logger, MeshError, type Registry, silentLogger } from '../shared/index.js';
 import type { FileStatus } from '../sources/index.js';
 import type { ResourceEntry } from './admin-api.js';
+import { featureRoutes } from './admin-routes.js';
 import { type AdminServer, startAdminServer } from './admin-server.js';
 import { startGrpcServers } from './controller-grpc.js';
-import { startControllerIdentity } from './controller-identity.js';
+import { type ControllerIdentity, startControllerIdentity } from './controller-identity.js';
 import { type ControllerIndexes, startIndexes } from './controller-indexes.js';
 import { type KubernetesSide, StatusFeed, startKubernetesSide } from './controller-kubernetes.js';
 import { type ControllerListen, type ControllerOptions, DEFAULT_LISTEN, type ListenAddress, type RunningController } from './controller-types.js';
@@ -48,7 +49,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
     if (opts.kubernetes !== undefined && feed !== undefined)
       kube = await startKubernetesSide({ ...opts, kubernetes: opts.kubernetes }, identity, indexes, feed, registry, log, cleanups);
     let ready = false;
-    const admin = await startAdmin(opts, listen.admin, { registry, log, reloader: identity.reloader, indexes, isReady: () => ready });
+    const admin = await startAdmin(opts, listen.admin, { registry, log, identity, indexes, cleanups, isReady: () => ready });
     cleanups.push(() => admin.close());
     ready = true;
     log.info(
@@ -97,15 +98,22 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
 interface AdminSources {
   readonly registry: Registry;
   readonly log: Logger;
-  readonly reloader: IssuerReloader;
+  readonly identity: ControllerIdentity;
   readonly indexes: ControllerIndexes;
+  readonly cleanups: ShutdownStack;
   readonly isReady: () => boolean;
 }
 
 /** Starts the admin server (metrics, readiness, JSON API). Throws `MeshError` `ERR_LISTEN` when `at` cannot be served. */
-async function startAdmin(opts: ControllerOptions, at: ListenAddress, { registry, log, reloader, indexes, isReady }: AdminSources): Promise<AdminServer> {
+async function startAdmin(
+  opts: ControllerOptions,
+  at: ListenAddress,
+  { registry, log, identity, indexes, cleanups, isReady }: AdminSources,
+): Promise<AdminServer> {
   const cluster = opts.cluster;
   const src = indexes.source;
+  const reloader = identity.reloader;
+  const features = featureRoutes({ cluster, indexes, identity, registry, log, cleanups });
   try {
     return await startAdminServer(
       {
@@ -128,10 +136,12 @@ async function startAdmin(opts: ControllerOptions, at: ListenAddress, { registry
         resources: () => resourceEntries(indexes.inForce, src.status()),
         metrics: async () => ({ contentType: registry.contentType, text: await registry.metrics() }),
         identityOf: (ns, sa) => serviceAccountIdentity(cluster, ns, sa),
+        routes: features.routes,
       },
       at.host,
       at.port,
       log,
+      features.streams,
     );
   } catch (e) {
     throw new MeshError('ERR_LISTEN', `cannot serve the admin API on ${at.host}:${at.port}: ${(e as Error).message}`, { cause: e });

@@ -1,0 +1,36 @@
+/**
+ * The admin API's feature routes, composed in one place: each feature (observability, tap, the
+ * dashboard) exports a function from the controller's parts to its routes, and this file lists
+ * them. JSON routes go through `handleAdminRequest`; stream routes get the raw request.
+ */
+import type { ClusterConfig } from '../index/index.js';
+import type { Logger, Registry } from '../shared/index.js';
+import type { AdminRoute } from './admin-api.js';
+import type { AdminStreamRoute } from './admin-server.js';
+import type { ControllerIdentity } from './controller-identity.js';
+import type { ControllerIndexes } from './controller-indexes.js';
+import type { ShutdownStack } from './shutdown-stack.js';
+
+/** What feature routes may read from the running controller. */
+export interface AdminContext {
+  readonly cluster: ClusterConfig;
+  readonly indexes: ControllerIndexes;
+  readonly identity: ControllerIdentity;
+  readonly registry: Registry;
+  readonly log: Logger;
+  /** Stopped last first when the controller closes (a feature's timers, sockets…). */
+  readonly cleanups: ShutdownStack;
+}
+
+/** The routes of every feature. */
+export interface FeatureRoutes {
+  readonly routes: readonly AdminRoute[];
+  readonly streams: readonly AdminStreamRoute[];
+}
+
+/** Every feature's routes, in the order they are tried. */
+export function featureRoutes(_ctx: AdminContext): FeatureRoutes {
+  const routes: AdminRoute[] = [];
+  const streams: AdminStreamRoute[] = [];
+  return { routes, streams };
+}
