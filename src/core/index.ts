@@ -5,6 +5,7 @@
 
 export * from './authorize.js';
 export * from './default-policy.js';
+export * from './denial-groups.js';
 export * from './diagnostics.js';
 export * from './equal.js';
 export * from './explain.js';
