@@ -14,5 +14,6 @@ export * from './ip.js';
 export * from './label-selector.js';
 export * from './model.js';
 export * from './network-match.js';
+export * from './reachability.js';
 export * from './request-target.js';
 export * from './route-match.js';
