@@ -1,0 +1,314 @@
+/**
+ * The who-can-talk graph of the index: workloads as nodes, and for every destination workload's
+ * ports and routes, which source workloads the policy admits (allow), admits only by audit, or
+ * denies. The verdicts come from `reachTarget` in core (the proxy's decision engine); this file
+ * only says who the sources and destinations are.
+ *
+ * - A destination workload is represented by its first pod (by name): its ports and their
+ *   published policy (what the proxies of that workload enforce). `podsDiffer` flags a workload
+ *   whose pods do not all carry the same policy (a rollout, a pod annotated by hand).
+ * - A source is a workload's identity (its ServiceAccount's) over mesh TLS, from its first pod's
+ *   address; unmeshed pods are plaintext sources. Two pseudo-sources stand for clients without a
+ *   workload: `External/unmeshed` (a plaintext client inside the first cluster network) and, in
+ *   local mode, `Host/localhost` (a browser or a curl on the host, 127.0.0.1).
+ * - Only permits are listed as edges (allow and audit); every (source, destination, port, route)
+ *   not listed is denied. The proxy-added `default:localhost` authorization is a pod's own
+ *   loopback, not an edge between workloads, and is left out.
+ */
+import { type InboundServer, type Meta, type ReachSource, reachTarget, serviceAccountIdentity } from '../core/index.js';
+import { ANNOTATIONS, type Pod } from '../manifest/index.js';
+import { PROTOCOL_LABELS } from './authz-view.js';
+import { defaultClientIp } from './explain-probe.js';
+import type { PodInfo } from './pod.js';
+import { localhostAuthzOf } from './policy-index.js';
+import type { PolicyView } from './query-error.js';
+
+/** The proxy's admin port: every meshed pod has it; the graph marks it so views can set it apart. */
+export const GRAPH_PROXY_ADMIN_PORT = 4191;
+
+/** Where a workload's default inbound policy comes from, and whether its running pods still agree. */
+export interface DefaultPolicyInfo {
+  /** The default policy the first pod's unbound ports get. */
+  readonly name: string;
+  /** `pod-annotation`: the pod's own annotation (set at creation, often copied from its namespace); `cluster`: the cluster default. */
+  readonly source: 'pod-annotation' | 'cluster';
+  /** The namespace's annotation now, or null when it has none (or the namespace is unknown). */
+  readonly namespaceValue: string | null;
+  /**
+   * True when a running pod's annotation differs from its namespace's current one: the namespace
+   * changed after the pod was created, and the pod keeps the old default until it is recreated.
+   */
+  readonly stale: boolean;
+}
+
+/** A node: a workload (or a pod without one), an unmeshed workload, or a pseudo-source. */
+export interface GraphNode {
+  /** `namespace/Kind/name`; pseudo-sources have an empty namespace (`/Host/localhost`). */
+  readonly id: string;
+  readonly namespace: string;
+  readonly kind: string;
+  readonly name: string;
+  readonly meshed: boolean;
+  readonly pods: number;
+  /** Pods whose `Ready` condition is true; null when no pod reports conditions (manifests, `ward up`). */
+  readonly readyPods: number | null;
+  readonly serviceAccount: string | null;
+  /** Mesh identity as a source; null for plaintext sources. */
+  readonly identity: string | null;
+  /** The address it is evaluated from: its first pod's, else (`ipAssumed`) the cluster's first address. */
+  readonly ip: string;
+  /** The pods have no address (manifests read offline): the source is evaluated from a cluster address. */
+  readonly ipAssumed: boolean;
+  /** Meshed workloads only. */
+  readonly defaultPolicy: DefaultPolicyInfo | null;
+  /** Meshed workloads only: true when its pods do not all enforce the same policy. */
+  readonly podsDiffer: boolean;
+}
+
+/** One route of a destination port (or the connection, for ports without routes). */
+export interface GraphRoute {
+  /** `kind/name` of the route, or null at connection level. */
+  readonly route: string | null;
+  /** The request the route was evaluated with (`GET /ready`), or null. */
+  readonly sample: string | null;
+  /** True for the probe route and for routes that only match the pod's own probe paths (GET, exact). */
+  readonly probe: boolean;
+  /** No request built from its matches selects it (see core's reachTarget): no verdicts. */
+  readonly shadowed: boolean;
+}
+
+/** One port of a destination workload. */
+export interface GraphTarget {
+  readonly node: string;
+  readonly port: number;
+  /** `server/NAME` or `default/POLICY`. */
+  readonly server: string;
+  readonly protocol: string;
+  readonly proxyAdmin: boolean;
+  readonly routes: readonly GraphRoute[];
+}
+
+/** A permit: `src` may reach `targets[target]`, route `routes[route]`, by `authz`. */
+export interface GraphEdge {
+  readonly src: string;
+  readonly dst: string;
+  readonly port: number;
+  readonly target: number;
+  readonly route: number;
+  readonly decision: 'allow' | 'audit';
+  /** `kind/name` of the authorization. */
+  readonly authz: string;
+}
+
+/** The graph (the JSON of `/api/v1/graph`). */
+export interface PolicyGraph {
+  readonly nodes: readonly GraphNode[];
+  readonly targets: readonly GraphTarget[];
+  /** Permits only; whatever is not listed is denied. */
+  readonly edges: readonly GraphEdge[];
+  readonly stats: { readonly sources: number; readonly groups: number; readonly evaluations: number };
+}
+
+/** Options of {@link policyGraph}. */
+export interface GraphOptions {
+  /** Destinations in this namespace only (sources from everywhere); undefined = all namespaces. */
+  readonly namespace?: string | undefined;
+  /** A namespace's current annotations (for stale defaults); undefined when unknown. */
+  readonly namespaceAnnotations?: ((namespace: string) => Readonly<Record<string, string>> | undefined) | undefined;
+}
+
+function ref(m: Meta): string {
+  return `${m.kind}/${m.name}`;
+}
+
+/** `Kind/name` of the workload a pod belongs to (the pod itself when it has no owner). */
+function workloadOf(pod: Pod): { kind: string; name: string } {
+  const owner = pod.owner;
+  const slash = owner?.indexOf('/') ?? -1;
+  if (owner !== undefined && slash > 0) return { kind: owner.slice(0, slash), name: owner.slice(slash + 1) };
+  return { kind: 'Pod', name: pod.metadata.name };
+}
+
+function readyOf(pods: readonly Pod[]): number | null {
+  if (pods.every((p) => p.status?.conditions === undefined)) return null;
+  return pods.filter((p) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true).length;
+}
+
+function byName<T extends { readonly metadata: { readonly name: string } }>(a: T, b: T): number {
+  return a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0;
+}
+
+/** The routes a server consults, for probe detection. */
+function isProbeRoute(route: Meta, server: InboundServer, probePaths: readonly string[]): boolean {
+  if (route.kind === 'default' && route.name === 'probe') return true;
+  if (probePaths.length === 0) return false;
+  const p = server.protocol;
+  const routes = p.kind === 'detect' ? p.httpRoutes : p.kind === 'http1' || p.kind === 'http2' ? p.routes : [];
+  const r = routes.find((x) => x.meta === route);
+  if (r === undefined || r.rules.length === 0) return false;
+  return r.rules.every(
+    (rule) =>
+      rule.matches.length > 0 &&
+      rule.matches.every((m) => m.method === 'GET' && m.path?.kind === 'exact' && probePaths.includes(m.path.value) && m.headers.length === 0),
+  );
+}
+
+/** Builds the graph. Pure over the index: no I/O, no clock. */
+export function policyGraph(view: PolicyView, opts: GraphOptions = {}): PolicyGraph {
+  const { index, config } = view;
+  const domain = { controlPlaneNamespace: config.controlPlaneNamespace, trustDomain: config.trustDomain };
+
+  // Meshed workloads, each with its pods sorted by name.
+  const meshed = new Map<string, { namespace: string; kind: string; name: string; pods: PodInfo[] }>();
+  for (const p of index.pods()) {
+    const w = workloadOf(p.pod);
+    const id = `${p.namespace}/${w.kind}/${w.name}`;
+    let e = meshed.get(id);
+    if (e === undefined) {
+      e = { namespace: p.namespace, ...w, pods: [] };
+      meshed.set(id, e);
+    }
+    e.pods.push(p);
+  }
+  const unmeshed = new Map<string, { namespace: string; kind: string; name: string; pods: Pod[] }>();
+  for (const pod of index.unmeshedPods()) {
+    const w = workloadOf(pod);
+    const id = `${pod.metadata.namespace}/${w.kind}/${w.name}`;
+    let e = unmeshed.get(id);
+    if (e === undefined) {
+      e = { namespace: pod.metadata.namespace, ...w, pods: [] };
+      unmeshed.set(id, e);
+    }
+    e.pods.push(pod);
+  }
+
+  const assumedIp = defaultClientIp(view);
+  const nodes: GraphNode[] = [];
+  const sources: ReachSource[] = [];
+  const sourceNode: string[] = [];
+  for (const [id, w] of [...meshed].sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
+    w.pods.sort((a, b) => byName(a.pod, b.pod));
+    const first = w.pods[0] as PodInfo;
+    const identity = serviceAccountIdentity(domain, w.namespace, first.serviceAccount);
+    const podIp = first.pod.status?.podIP;
+    const ip = podIp ?? assumedIp;
+    const nsAnn = opts.namespaceAnnotations?.(w.namespace);
+    const nsValue = nsAnn?.[ANNOTATIONS.defaultInboundPolicy] ?? null;
+    const stale = nsValue !== null && w.pods.some((p) => p.pod.metadata.annotations[ANNOTATIONS.defaultInboundPolicy] !== nsValue);
+    nodes.push({
+      id,
+      namespace: w.namespace,
+      kind: w.kind,
+      name: w.name,
+      meshed: true,
+      pods: w.pods.length,
+      readyPods: readyOf(w.pods.map((p) => p.pod)),
+      serviceAccount: first.serviceAccount,
+      identity,
+      ip,
+      ipAssumed: podIp === undefined,
+      defaultPolicy: {
+        name: first.defaultPolicy ?? config.defaultPolicy,
+        source: first.defaultPolicy !== undefined ? 'pod-annotation' : 'cluster',
+        namespaceValue: nsValue,
+        stale,
+      },
+      podsDiffer: w.pods.some((p) => {
+        const ports = index.ports(p.namespace, p.name);
+        const firstPorts = index.ports(first.namespace, first.name);
+        return (
+          ports.length !== firstPorts.length ||
+          ports.some(
+            (port, i) => port !== firstPorts[i] || index.peek(p.namespace, p.name, port)?.value !== index.peek(first.namespace, first.name, port)?.value,
+          )
+        );
+      }),
+    });
+    sources.push({ identity, ip });
+    sourceNode.push(id);
+  }
+  for (const [id, w] of [...unmeshed].sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
+    w.pods.sort(byName);
+    const podIp = w.pods[0]?.status?.podIP;
+    const ip = podIp ?? assumedIp;
+    nodes.push({
+      id,
+      namespace: w.namespace,
+      kind: w.kind,
+      name: w.name,
+      meshed: false,
+      pods: w.pods.length,
+      readyPods: readyOf(w.pods),
+      serviceAccount: w.pods[0]?.spec.serviceAccountName ?? 'default',
+      identity: null,
+      ip,
+      ipAssumed: podIp === undefined,
+      defaultPolicy: null,
+      podsDiffer: false,
+    });
+    sources.push({ identity: undefined, ip });
+    sourceNode.push(id);
+  }
+  const pseudo = (name: string, kind: string, ip: string) => {
+    const id = `/${kind}/${name}`;
+    nodes.push({
+      id,
+      namespace: '',
+      kind,
+      name,
+      meshed: false,
+      pods: 0,
+      readyPods: null,
+      serviceAccount: null,
+      identity: null,
+      ip,
+      ipAssumed: false,
+      defaultPolicy: null,
+      podsDiffer: false,
+    });
+    sources.push({ identity: undefined, ip });
+    sourceNode.push(id);
+  };
+  pseudo('unmeshed', 'External', assumedIp);
+  if (config.localhostIsPodAddress === true) pseudo('localhost', 'Host', '127.0.0.1');
+
+  const targets: GraphTarget[] = [];
+  const edges: GraphEdge[] = [];
+  let groups = 0;
+  let evaluations = 0;
+  for (const [id, w] of meshed) {
+    if (opts.namespace !== undefined && w.namespace !== opts.namespace) continue;
+    const first = w.pods[0] as PodInfo;
+    const localhost = localhostAuthzOf(config, first);
+    for (const port of index.ports(first.namespace, first.name)) {
+      const server = index.peek(first.namespace, first.name, port)?.value;
+      if (server === undefined) continue;
+      const reach = reachTarget({ server, localhost }, sources);
+      groups += reach.groups;
+      evaluations += reach.evaluations;
+      const t = targets.length;
+      const probePaths = first.probePaths.get(port) ?? [];
+      targets.push({
+        node: id,
+        port,
+        server: ref(server.meta),
+        protocol: PROTOCOL_LABELS[server.protocol.kind],
+        proxyAdmin: port === GRAPH_PROXY_ADMIN_PORT,
+        routes: reach.routes.map((r) => ({
+          route: r.route === undefined ? null : ref(r.route),
+          sample: r.sample === undefined ? null : `${r.sample.method} ${r.sample.path}`,
+          probe: r.route !== undefined && isProbeRoute(r.route, server, probePaths),
+          shadowed: r.shadowed,
+        })),
+      });
+      reach.routes.forEach((r, ri) => {
+        r.verdicts.forEach((v, si) => {
+          if (v.decision === 'deny' || v.authz === undefined) return;
+          if (v.authz.kind === 'default' && v.authz.name === 'localhost') return;
+          edges.push({ src: sourceNode[si] as string, dst: id, port, target: t, route: ri, decision: v.decision, authz: ref(v.authz) });
+        });
+      });
+    }
+  }
+  return { nodes, targets, edges, stats: { sources: sources.length, groups, evaluations } };
+}
