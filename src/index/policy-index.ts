@@ -886,6 +886,8 @@ export class PolicyIndex {
     serverAuthorizations: IndexedResource<SazSpec>[];
     httpRoutes: IndexedResource<RouteSpec<HttpRoute>>[];
     grpcRoutes: IndexedResource<RouteSpec<GrpcRoute>>[];
+    meshTLSAuthentications: IndexedResource<readonly IdentityMatch[]>[];
+    networkAuthentications: IndexedResource<readonly Network[]>[];
   } {
     const ns = this.#namespaces.get(namespace);
     return {
@@ -893,6 +895,8 @@ export class PolicyIndex {
       serverAuthorizations: [...(ns?.sazs.values() ?? [])],
       httpRoutes: [...(ns?.httpRoutes.values() ?? [])],
       grpcRoutes: [...(ns?.grpcRoutes.values() ?? [])],
+      meshTLSAuthentications: [...(ns?.meshtls.values() ?? [])],
+      networkAuthentications: [...(ns?.netauthn.values() ?? [])],
     };
   }
 }
