@@ -6,6 +6,7 @@
 import { type Authorization, compileAuthz, describeAuthz, type GrpcRoute, type HttpRoute, type InboundServer, LOCALHOST_AUTHZ } from '../core/index.js';
 import type { PodInfo } from './pod.js';
 import { localhostAuthzOf } from './policy-index.js';
+import { type PolicyTargetsResult, policyKindOf, policyTargetsView } from './policy-targets.js';
 import { type PolicyView, QueryError } from './query-error.js';
 import { parseResourceArg, podsOf } from './targets.js';
 
@@ -94,8 +95,31 @@ export function podView(view: PolicyView, p: PodInfo): PodView {
   };
 }
 
-/** The pods of `resource` (kubectl style) with their policy; `namespace` undefined = all namespaces. */
-export function authzView(view: PolicyView, resource: string, namespace: string | undefined): { readonly pods: readonly PodView[] } {
+/** `ward authz` of a workload: its pods with their policy. */
+export interface WorkloadAuthz {
+  readonly pods: readonly PodView[];
+}
+
+/** `ward authz` of a workload (`{pods}`) or of policy objects (`{policies}`). */
+export type AuthzResult = WorkloadAuthz | PolicyTargetsResult;
+
+/**
+ * The pods of `resource` (kubectl style) with their policy, or, for a policy kind (`server/web`,
+ * `authorizationpolicy/a`, …), the pods and ports each object applies to; `namespace` undefined
+ * = all namespaces.
+ */
+export function authzView(view: PolicyView, resource: string, namespace: string | undefined): AuthzResult {
+  const parts = resource.split('/');
+  const policyKind = policyKindOf(parts[0] ?? '');
+  if (policyKind !== undefined) {
+    if (parts.length > 2 || parts[1] === '') throw new QueryError(`"${resource}" is not KIND/NAME (policy objects are named within -n NAMESPACE)`);
+    return policyTargetsView(view, policyKind, parts[1], namespace);
+  }
+  return workloadAuthzView(view, resource, namespace);
+}
+
+/** The pods of a workload resource with their policy. */
+export function workloadAuthzView(view: PolicyView, resource: string, namespace: string | undefined): WorkloadAuthz {
   const pods = podsOf(view, parseResourceArg(resource), namespace);
   if (pods.length === 0) throw new QueryError(`no meshed pods found for ${resource}${namespace ? ` in namespace ${namespace}` : ''}`, { notFound: true });
   return { pods: pods.map((p) => podView(view, p)) };

@@ -9,10 +9,12 @@ export type { ApSpec, Converted, PolicyTarget, RouteSpec, SazSpec } from './conv
 export * from './endpoints.js';
 export * from './explain-probe.js';
 export * from './explain-request.js';
+export * from './graph.js';
 export * from './lint.js';
 export * from './outbound-policy.js';
 export * from './pod.js';
 export * from './policy-index.js';
+export * from './policy-targets.js';
 export * from './query-error.js';
 export * from './status.js';
 export * from './targets.js';

@@ -3,6 +3,7 @@
  * bare kind for all of it. Workloads stand for their pods `<name>-0`, `<name>-1`, ...
  */
 import type { PodInfo } from './pod.js';
+import { policyKindOf } from './policy-targets.js';
 import { type PolicyView, QueryError } from './query-error.js';
 
 const KIND_ALIASES: Record<string, string> = {
@@ -42,7 +43,16 @@ export interface ResourceArg {
 export function parseResourceArg(text: string): ResourceArg {
   const parts = text.split('/');
   const kind = KIND_ALIASES[(parts[0] ?? '').toLowerCase()];
-  if (kind === undefined) throw new QueryError(`unknown resource kind "${parts[0]}" in "${text}" (use pod, deploy, sts, ds, rs, job, cj or ns)`);
+  if (kind === undefined) {
+    const policy = policyKindOf(parts[0] ?? '');
+    if (policy !== undefined)
+      throw new QueryError(
+        `"${text}" is a ${policy}, not a workload: give pod, deploy, sts, ds, rs, job, cj or ns (\`ward authz ${text}\` shows where it applies)`,
+      );
+    throw new QueryError(
+      `unknown resource kind "${parts[0]}" in "${text}" (workloads: pod, deploy, sts, ds, rs, job, cj, ns; policy objects for \`ward authz\`: server (srv), authorizationpolicy, serverauthorization (saz), meshtlsauthentication, networkauthentication, httproute, grpcroute)`,
+    );
+  }
   if (parts.length === 1) return { kind, namespace: undefined, name: undefined };
   if (parts.length === 2 && parts[1] !== '') return { kind, namespace: undefined, name: parts[1] };
   if (parts.length === 3 && parts[1] !== '' && parts[2] !== '') return { kind, namespace: parts[1], name: parts[2] };

@@ -1,7 +1,9 @@
 /**
- * `ward authz`: the effective inbound policy of every pod and port of a resource.
+ * `ward authz`: the effective inbound policy of every pod and port of a resource, or, for a
+ * policy object (`server/NAME`, `authorizationpolicy/NAME`, …), the pods, ports and routes it
+ * applies to and through what.
  */
-import { authzView, type PodView } from '../../index/index.js';
+import { type AuthzResult, authzView, type PolicyTargetsResult, type WorkloadAuthz } from '../../index/index.js';
 import { type CliIo, EXIT } from '../io.js';
 import { json, palette, table } from '../output.js';
 import type { Workspace } from '../workspace.js';
@@ -12,7 +14,51 @@ export function runAuthz(ws: Workspace, resource: string, namespace: string | un
 }
 
 /** Prints an authz view (computed here or by a controller). */
-export function printAuthz(result: { readonly pods: readonly PodView[] }, output: string, io: CliIo): number {
+export function printAuthz(result: AuthzResult, output: string, io: CliIo): number {
+  if ('policies' in result) return printPolicyTargets(result, output, io);
+  return printWorkloadAuthz(result, output, io);
+}
+
+/** Prints where policy objects apply: a heading per object, then its pods and ports. */
+export function printPolicyTargets(result: PolicyTargetsResult, output: string, io: CliIo): number {
+  if (output === 'json') {
+    io.out(json({ policies: result.policies }));
+    return EXIT.ok;
+  }
+  const c = palette(io.color);
+  result.policies.forEach((o, i) => {
+    if (i > 0) io.out('\n');
+    io.out(`${c.bold(`${o.kind} ${o.namespace}/${o.name}`)}: ${o.summary}\n`);
+    if (o.usedBy.length > 0) io.out(`  required by AuthorizationPolicy ${o.usedBy.join(', ')}\n`);
+    if (o.kind === 'Server') {
+      io.out(`  authorized by ${o.authorizations.length === 0 ? c.red('nothing (only route authorizations admit requests)') : o.authorizations.join(', ')}\n`);
+    } else if ((o.kind === 'HTTPRoute' || o.kind === 'GRPCRoute') && o.authorizations.length > 0) {
+      io.out(`  authorized by ${o.authorizations.join(', ')} (and the Server's authorizations)\n`);
+    }
+    if (o.appliesTo.length > 0) {
+      const rows: string[][] = [['POD', 'WORKLOAD', 'PORT', 'SERVER', 'ROUTE', 'VIA'].map(c.bold)];
+      for (const r of o.appliesTo) {
+        const via = r.active ? r.via : c.yellow(`${r.via} (not applied: ${r.note ?? 'inactive'})`);
+        rows.push([
+          `${r.namespace}/${r.pod}`,
+          r.workload ?? c.dim('-'),
+          r.port === null ? c.dim('-') : String(r.port),
+          r.server ?? c.dim('-'),
+          r.route ?? c.dim('*'),
+          via,
+        ]);
+      }
+      io.out(table(rows).replace(/^/gm, '  ').replace(/ +$/, ''));
+    } else {
+      io.out(`  ${c.yellow('applies to no pod port')}\n`);
+    }
+    for (const n of o.notes) io.out(`  ${c.dim(`note: ${n}`)}\n`);
+  });
+  return EXIT.ok;
+}
+
+/** Prints the policy of a workload's pods, port by port. */
+export function printWorkloadAuthz(result: WorkloadAuthz, output: string, io: CliIo): number {
   const view = result.pods;
   if (output === 'json') {
     io.out(json({ pods: view }));

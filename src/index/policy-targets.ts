@@ -1,0 +1,412 @@
+/**
+ * Which pods, ports and routes a policy object applies to, and through what (`ward authz
+ * server/NAME`, `authorizationpolicy/NAME`, …, and the controller's `/api/v1/authz`). A Server
+ * selects pods and binds a port; an AuthorizationPolicy or ServerAuthorization reaches ports
+ * through the Server, route or namespace it targets; an authentication reaches them through
+ * the AuthorizationPolicies that require it. The answer is read from the policy the index
+ * publishes, so it is what the proxies enforce, not a second reading of the manifests.
+ */
+import { type GrpcRoute, type HttpRoute, type InboundServer, type IpNet, type LabelSelector, selectorMatches } from '../core/index.js';
+import type { Server } from '../manifest/index.js';
+import type { ApSpec, AuthnRef, SazSpec } from './convert.js';
+import { sameName } from './convert.js';
+import type { IndexedResource } from './policy-index.js';
+import { type PolicyView, QueryError } from './query-error.js';
+
+/** The policy kinds `ward authz` explains. */
+export type PolicyKind =
+  | 'Server'
+  | 'AuthorizationPolicy'
+  | 'ServerAuthorization'
+  | 'MeshTLSAuthentication'
+  | 'NetworkAuthentication'
+  | 'HTTPRoute'
+  | 'GRPCRoute';
+
+/**
+ * Resource words for policy kinds, as kubectl accepts them: singular, plural and the short
+ * names Linkerd's CRDs declare (`srv`, `saz`; the other policy CRDs declare none).
+ */
+const POLICY_KIND_WORDS: Readonly<Record<string, PolicyKind>> = {
+  server: 'Server',
+  servers: 'Server',
+  srv: 'Server',
+  authorizationpolicy: 'AuthorizationPolicy',
+  authorizationpolicies: 'AuthorizationPolicy',
+  serverauthorization: 'ServerAuthorization',
+  serverauthorizations: 'ServerAuthorization',
+  saz: 'ServerAuthorization',
+  meshtlsauthentication: 'MeshTLSAuthentication',
+  meshtlsauthentications: 'MeshTLSAuthentication',
+  networkauthentication: 'NetworkAuthentication',
+  networkauthentications: 'NetworkAuthentication',
+  httproute: 'HTTPRoute',
+  httproutes: 'HTTPRoute',
+  grpcroute: 'GRPCRoute',
+  grpcroutes: 'GRPCRoute',
+};
+
+/** The policy kind a resource word names (`srv`, `servers`, `AuthorizationPolicy`, …), if any. */
+export function policyKindOf(word: string): PolicyKind | undefined {
+  const w = word.toLowerCase();
+  // kubectl also takes `kind.group` (servers.policy.linkerd.io).
+  const dot = w.indexOf('.');
+  return POLICY_KIND_WORDS[dot === -1 ? w : w.slice(0, dot)];
+}
+
+/** One pod port (and route) a policy object applies to. */
+export interface PolicyTargetRow {
+  readonly namespace: string;
+  readonly pod: string;
+  /** `Deployment/web` for a pod built from a workload, else null. */
+  readonly workload: string | null;
+  /** Null when the object selects the pod but binds no port there (a port name it does not declare). */
+  readonly port: number | null;
+  /** `server/NAME` (or `default/<policy>`) whose policy the port has. */
+  readonly server: string | null;
+  /** `httproute/NAME` or `grpcroute/NAME` when the object applies to one route only. */
+  readonly route: string | null;
+  /** The chain that connects the object to this port, e.g. `AuthorizationPolicy a → Server s`. */
+  readonly via: string;
+  /** False when the object would apply but does not (a Server that lost the port, a port name not declared). */
+  readonly active: boolean;
+  readonly note?: string;
+}
+
+/** One policy object and where it applies. */
+export interface PolicyObjectView {
+  readonly namespace: string;
+  readonly kind: PolicyKind;
+  readonly name: string;
+  /** What the object says, in one line (its selector and port, its target and authentications, …). */
+  readonly summary: string;
+  /** For a Server or route: the authorizations attached to it (`authorizationpolicy/NAME`, …). */
+  readonly authorizations: readonly string[];
+  /** For an authentication: the AuthorizationPolicies that require it (`NS/NAME`). */
+  readonly usedBy: readonly string[];
+  readonly appliesTo: readonly PolicyTargetRow[];
+  /** Why it applies to less than it seems to (ignored, dropped, not accepted, unused). */
+  readonly notes: readonly string[];
+}
+
+/** `ward authz KIND[/NAME] -o json` for a policy kind. */
+export interface PolicyTargetsResult {
+  readonly policies: readonly PolicyObjectView[];
+}
+
+const KIND_PLURAL: Record<PolicyKind, string> = {
+  Server: 'Servers',
+  AuthorizationPolicy: 'AuthorizationPolicies',
+  ServerAuthorization: 'ServerAuthorizations',
+  MeshTLSAuthentication: 'MeshTLSAuthentications',
+  NetworkAuthentication: 'NetworkAuthentications',
+  HTTPRoute: 'HTTPRoutes',
+  GRPCRoute: 'GRPCRoutes',
+};
+
+/** `app=web,tier in (a,b)`, or `every pod` for an empty selector. */
+export function describeSelector(sel: LabelSelector | undefined): string {
+  const parts: string[] = [];
+  for (const [k, v] of Object.entries(sel?.matchLabels ?? {})) parts.push(`${k}=${v}`);
+  for (const e of sel?.matchExpressions ?? []) {
+    const op = e.operator;
+    if (op === 'Exists') parts.push(e.key);
+    else if (op === 'DoesNotExist') parts.push(`!${e.key}`);
+    else parts.push(`${e.key} ${op === 'NotIn' ? 'notin' : 'in'} (${(e.values ?? []).join(',')})`);
+  }
+  return parts.length === 0 ? 'every pod' : parts.join(',');
+}
+
+function routesOf(s: InboundServer): readonly (HttpRoute | GrpcRoute)[] {
+  const p = s.protocol;
+  if (p.kind === 'detect') return p.httpRoutes;
+  if (p.kind === 'http1' || p.kind === 'http2' || p.kind === 'grpc') return p.routes;
+  return [];
+}
+
+const refName = (m: { readonly kind: string; readonly name: string }) => `${m.kind.toLowerCase()}/${m.name}`;
+
+interface PortPolicy {
+  readonly namespace: string;
+  readonly pod: string;
+  readonly workload: string | null;
+  readonly port: number;
+  readonly value: InboundServer;
+}
+
+/** Every published pod port of a namespace with its policy. */
+function portPolicies(view: PolicyView, namespace: string): PortPolicy[] {
+  const out: PortPolicy[] = [];
+  const pods = view.index
+    .pods()
+    .filter((p) => p.namespace === namespace)
+    .sort((a, b) => (a.name < b.name ? -1 : 1));
+  for (const p of pods) {
+    for (const port of view.index.ports(namespace, p.name)) {
+      const cell = view.index.peek(namespace, p.name, port);
+      if (cell !== undefined) out.push({ namespace, pod: p.name, workload: p.pod.owner ?? null, port, value: cell.value });
+    }
+  }
+  return out;
+}
+
+/** Rows of the ports and routes whose published policy carries authorization `kind/name`. */
+function authzRows(view: PolicyView, namespace: string, kind: string, name: string, via: string): PolicyTargetRow[] {
+  const rows: PolicyTargetRow[] = [];
+  const is = (m: { readonly kind: string; readonly name: string }) => m.kind === kind && m.name === name;
+  for (const pp of portPolicies(view, namespace)) {
+    const base = { namespace, pod: pp.pod, workload: pp.workload, port: pp.port, server: refName(pp.value.meta), active: true };
+    if (pp.value.authorizations.some((a) => is(a.meta))) rows.push({ ...base, route: null, via: `${via} → Server ${pp.value.meta.name}` });
+    for (const r of routesOf(pp.value)) {
+      if (r.authorizations.some((a) => is(a.meta))) rows.push({ ...base, route: refName(r.meta), via: `${via} → ${r.meta.kind} ${r.meta.name}` });
+    }
+  }
+  return rows;
+}
+
+function serverView(view: PolicyView, s: Server): PolicyObjectView {
+  const ns = s.metadata.namespace;
+  const name = s.metadata.name;
+  const selector = s.spec.podSelector;
+  const portText = typeof s.spec.port === 'number' ? `port ${s.spec.port}` : `port name "${s.spec.port}"`;
+  const summary =
+    selector === undefined
+      ? `external workloads ${describeSelector(s.spec.externalWorkloadSelector)}, ${portText}, ${s.spec.proxyProtocol}`
+      : `pods ${describeSelector(selector)}, ${portText}, ${s.spec.proxyProtocol}`;
+  const via = `podSelector ${describeSelector(selector)}, ${portText}`;
+  const rows: PolicyTargetRow[] = [];
+  const authorizations = new Set<string>();
+  const routes = new Set<string>();
+  const notes: string[] = [];
+  if (selector === undefined) notes.push('it selects external workloads, which ward does not run; it applies to no pod');
+  for (const p of view.index
+    .pods()
+    .filter((q) => q.namespace === ns)
+    .sort((a, b) => (a.name < b.name ? -1 : 1))) {
+    const base = { namespace: ns, pod: p.name, workload: p.pod.owner ?? null, route: null };
+    let matched = false;
+    for (const b of view.index.bindings(ns, p.name)) {
+      if (b.server === name) {
+        matched = true;
+        rows.push({ ...base, port: b.port, server: `server/${name}`, via, active: true });
+        const cell = view.index.peek(ns, p.name, b.port);
+        for (const a of cell?.value.authorizations ?? []) authorizations.add(refName(a.meta));
+        for (const r of cell === undefined ? [] : routesOf(cell.value)) routes.add(refName(r.meta));
+      } else if (b.losers.includes(name)) {
+        matched = true;
+        rows.push({ ...base, port: b.port, server: `server/${b.server}`, via, active: false, note: `Server ${b.server} binds this port instead` });
+      }
+    }
+    if (!matched && selector !== undefined && selectorMatches(selector, p.labels) && typeof s.spec.port === 'string') {
+      rows.push({
+        ...base,
+        port: null,
+        server: null,
+        via,
+        active: false,
+        note: `the pod declares no container port named "${s.spec.port}"`,
+      });
+    }
+  }
+  if (rows.length === 0 && selector !== undefined) notes.push(`it selects no pod in namespace ${ns}`);
+  if (routes.size > 0) notes.push(`routes: ${[...routes].join(', ')} (requests matching no route are denied with 404)`);
+  return { namespace: ns, kind: 'Server', name, summary, authorizations: [...authorizations], usedBy: [], appliesTo: rows, notes };
+}
+
+function describeTarget(ap: ApSpec, ns: string): string {
+  const t = ap.target;
+  if (t.kind === 'server') return `Server ${t.name}`;
+  if (t.kind === 'namespace') return `Namespace ${ns} (every Server in it)`;
+  return `${t.kind === 'httproute' ? 'HTTPRoute' : 'GRPCRoute'} ${t.name}`;
+}
+
+function apRequirements(ap: ApSpec, ns: string): string[] {
+  const show = (kind: string, r: AuthnRef) => `${kind} ${r.namespace === ns ? r.name : `${r.namespace}/${r.name}`}`;
+  const out: string[] = [];
+  if (ap.meshTLS !== undefined) out.push(show('MeshTLSAuthentication', ap.meshTLS));
+  if (ap.network !== undefined) out.push(show('NetworkAuthentication', ap.network));
+  if (ap.serviceAccount !== undefined) out.push(show('ServiceAccount', ap.serviceAccount));
+  return out;
+}
+
+/** Why an AuthorizationPolicy applies nowhere, when the index can tell. */
+function apNotes(view: PolicyView, ns: string, ap: ApSpec): string[] {
+  const notes: string[] = [];
+  const missing = (kind: 'MeshTLSAuthentication' | 'NetworkAuthentication', r: AuthnRef | undefined) => {
+    if (r !== undefined && !view.index.resolvesAuthn(kind, r.namespace, r.name)) {
+      notes.push(`it requires ${kind} ${r.namespace}/${r.name}, which does not exist (or is invalid): the policy is dropped and grants nothing`);
+    }
+  };
+  missing('MeshTLSAuthentication', ap.meshTLS);
+  missing('NetworkAuthentication', ap.network);
+  const t = ap.target;
+  if (t.kind === 'server' && !view.index.servers(ns).some((s) => sameName(s.metadata.name, t.name))) {
+    notes.push(`its target Server ${t.name} does not exist in namespace ${ns}`);
+  }
+  if (t.kind === 'httproute' || t.kind === 'grpcroute') {
+    const objs = view.index.policyObjects(ns);
+    const list = t.kind === 'httproute' ? objs.httpRoutes : objs.grpcRoutes;
+    if (!list.some((e) => sameName(e.resource.metadata.name, t.name))) notes.push(`its target ${describeTarget(ap, ns)} does not exist in namespace ${ns}`);
+  }
+  return notes;
+}
+
+function apView(view: PolicyView, ns: string, entry: IndexedResource<ApSpec>, prefix = ''): PolicyObjectView {
+  const name = entry.resource.metadata.name;
+  const base = { namespace: ns, kind: 'AuthorizationPolicy' as const, name, authorizations: [], usedBy: [] };
+  if (!entry.converted.ok) {
+    return { ...base, summary: 'invalid', appliesTo: [], notes: [`the index ignores it: ${entry.converted.reason}`] };
+  }
+  const ap = entry.converted.value;
+  const reqs = apRequirements(ap, ns);
+  const summary = `targets ${describeTarget(ap, ns)}; requires ${reqs.length === 0 ? 'nothing (any client)' : reqs.join(' and ')}`;
+  const rows = authzRows(view, ns, 'authorizationpolicy', name, `${prefix}AuthorizationPolicy ${name}`);
+  const notes = rows.length === 0 ? apNotes(view, ns, ap) : [];
+  if (rows.length === 0 && notes.length === 0) notes.push('no pod port has a Server (or route) it targets');
+  if (entry.rejected !== undefined) notes.push(`an update was rejected (${entry.rejected.reason}); the previous version stays in force`);
+  return { ...base, summary, appliesTo: rows, notes };
+}
+
+function sazView(view: PolicyView, ns: string, entry: IndexedResource<SazSpec>): PolicyObjectView {
+  const name = entry.resource.metadata.name;
+  const base = { namespace: ns, kind: 'ServerAuthorization' as const, name, authorizations: [], usedBy: [] };
+  if (!entry.converted.ok) return { ...base, summary: 'invalid', appliesTo: [], notes: [`the index ignores it: ${entry.converted.reason}`] };
+  const saz = entry.converted.value;
+  const target = 'name' in saz.server ? `Server ${saz.server.name}` : `Servers ${describeSelector(saz.server.selector)}`;
+  const clients =
+    saz.authn.kind === 'unauthenticated'
+      ? 'any client'
+      : saz.authn.kind === 'tlsUnauthenticated'
+        ? 'any TLS client'
+        : `${saz.authn.matches.map((m) => (m.kind === 'exact' ? m.name : m.parts.length === 0 ? '*' : `*.${m.parts.join('.')}`)).join(', ')}`;
+  const rows = authzRows(view, ns, 'serverauthorization', name, `ServerAuthorization ${name}`);
+  const notes = rows.length === 0 ? [`${target} selects no pod port in namespace ${ns}`] : [];
+  return { ...base, summary: `authorizes ${clients} on ${target}`, appliesTo: rows, notes };
+}
+
+function authnView(view: PolicyView, kind: 'MeshTLSAuthentication' | 'NetworkAuthentication', ns: string, name: string, summary: string): PolicyObjectView {
+  const rows: PolicyTargetRow[] = [];
+  const usedBy: string[] = [];
+  for (const apNs of view.index.namespaces()) {
+    for (const entry of view.index.policyObjects(apNs).authorizationPolicies) {
+      if (!entry.converted.ok) continue;
+      const ref = kind === 'MeshTLSAuthentication' ? entry.converted.value.meshTLS : entry.converted.value.network;
+      if (ref === undefined || ref.namespace !== ns || !sameName(ref.name, name)) continue;
+      usedBy.push(`${apNs}/${entry.resource.metadata.name}`);
+      rows.push(...apView(view, apNs, entry, `${kind} ${name} → `).appliesTo);
+    }
+  }
+  const notes = usedBy.length === 0 ? ['no AuthorizationPolicy requires it, so it admits nobody anywhere'] : [];
+  return { namespace: ns, kind, name, summary, authorizations: [], usedBy, appliesTo: rows, notes };
+}
+
+function routeView(view: PolicyView, kind: 'HTTPRoute' | 'GRPCRoute', ns: string, name: string): PolicyObjectView {
+  const rows: PolicyTargetRow[] = [];
+  const authorizations = new Set<string>();
+  for (const pp of portPolicies(view, ns)) {
+    for (const r of routesOf(pp.value)) {
+      if (r.meta.kind !== kind || r.meta.name !== name) continue;
+      for (const a of r.authorizations) authorizations.add(refName(a.meta));
+      rows.push({
+        namespace: ns,
+        pod: pp.pod,
+        workload: pp.workload,
+        port: pp.port,
+        server: refName(pp.value.meta),
+        route: refName(r.meta),
+        via: `${kind} ${name} → parentRef Server ${pp.value.meta.name}`,
+        active: true,
+      });
+    }
+  }
+  const notes: string[] = [];
+  const parents: string[] = [];
+  for (const [key, statuses] of view.index.routeStatus(ns)) {
+    if (!key.startsWith(`${kind}/`) || key.slice(key.lastIndexOf('/') + 1) !== name) continue;
+    for (const st of statuses) {
+      parents.push(st.server);
+      if (!st.accepted) {
+        notes.push(
+          st.reason === 'NoMatchingParent'
+            ? `parent Server ${st.server} does not exist in namespace ${ns}`
+            : `parent Server ${st.server} also has a GRPCRoute, which wins: this route is not used there`,
+        );
+      }
+    }
+  }
+  if (authorizations.size === 0 && rows.length > 0) notes.push("no AuthorizationPolicy targets it: only the Server's authorizations admit its requests");
+  const summary = parents.length === 0 ? 'no Server parent' : `parents: ${parents.map((p) => `Server ${p}`).join(', ')}`;
+  return { namespace: ns, kind, name, summary, authorizations: [...authorizations], usedBy: [], appliesTo: rows, notes };
+}
+
+function describeIdentities(entry: IndexedResource<unknown>): string {
+  const r = entry.resource;
+  if (r.kind === 'MeshTLSAuthentication') {
+    const ids = [...(r.spec.identities ?? []), ...(r.spec.identityRefs ?? []).map((x) => `${x.kind} ${x.namespace ? `${x.namespace}/` : ''}${x.name ?? '*'}`)];
+    return `identities ${ids.join(', ')}`;
+  }
+  if (r.kind === 'NetworkAuthentication') {
+    const cidr = (n: IpNet) => `${n.ip}/${n.prefixLen}`;
+    return `networks ${r.spec.networks.map((n) => cidr(n.net) + (n.except.length > 0 ? ` except ${n.except.map(cidr).join(',')}` : '')).join(', ')}`;
+  }
+  return '';
+}
+
+/** Names of the objects of `kind` in a namespace. */
+function objectsOf(view: PolicyView, kind: PolicyKind, ns: string): { name: string; build: () => PolicyObjectView }[] {
+  const objs = view.index.policyObjects(ns);
+  switch (kind) {
+    case 'Server':
+      return view.index.servers(ns).map((s) => ({ name: s.metadata.name, build: () => serverView(view, s) }));
+    case 'AuthorizationPolicy':
+      return objs.authorizationPolicies.map((e) => ({ name: e.resource.metadata.name, build: () => apView(view, ns, e) }));
+    case 'ServerAuthorization':
+      return objs.serverAuthorizations.map((e) => ({ name: e.resource.metadata.name, build: () => sazView(view, ns, e) }));
+    case 'MeshTLSAuthentication':
+    case 'NetworkAuthentication': {
+      const list = kind === 'MeshTLSAuthentication' ? objs.meshTLSAuthentications : objs.networkAuthentications;
+      return list.map((e) => ({
+        name: e.resource.metadata.name,
+        build: () => {
+          const v = authnView(view, kind, ns, e.resource.metadata.name, describeIdentities(e));
+          return e.converted.ok ? v : { ...v, notes: [`the index ignores it: ${e.converted.reason}`, ...v.notes] };
+        },
+      }));
+    }
+    case 'HTTPRoute':
+    case 'GRPCRoute': {
+      const list = kind === 'HTTPRoute' ? objs.httpRoutes : objs.grpcRoutes;
+      const names = [...new Set(list.map((e) => e.resource.metadata.name))];
+      return names.map((name) => ({
+        name,
+        build: () => {
+          const v = routeView(view, kind, ns, name);
+          const bad = list.find((e) => e.resource.metadata.name === name && !e.converted.ok);
+          return bad !== undefined && !bad.converted.ok ? { ...v, notes: [`the index ignores it: ${bad.converted.reason}`, ...v.notes] } : v;
+        },
+      }));
+    }
+  }
+}
+
+/**
+ * Where the policy objects `kind[/name]` apply; `namespace` undefined = all namespaces. Throws
+ * a not-found QueryError when nothing matches.
+ */
+export function policyTargetsView(view: PolicyView, kind: PolicyKind, name: string | undefined, namespace: string | undefined): PolicyTargetsResult {
+  const namespaces = namespace === undefined ? view.index.namespaces() : [namespace];
+  const policies: PolicyObjectView[] = [];
+  for (const ns of namespaces) {
+    const objs = objectsOf(view, kind, ns).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    for (const o of objs) if (name === undefined || o.name === name) policies.push(o.build());
+  }
+  if (policies.length === 0) {
+    const where = namespace === undefined ? 'in any namespace' : `in namespace ${namespace}`;
+    if (name === undefined) throw new QueryError(`no ${KIND_PLURAL[kind]} ${where}`, { notFound: true });
+    const others = namespace === undefined ? [] : objectsOf(view, kind, namespace).map((o) => o.name);
+    const hint =
+      others.length > 0 ? ` (${KIND_PLURAL[kind]} there: ${others.sort().join(', ')})` : namespace !== undefined ? '; -A searches every namespace' : '';
+    throw new QueryError(`${kind} ${name} not found ${where}${hint}`, { notFound: true });
+  }
+  return { policies };
+}
