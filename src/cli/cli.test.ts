@@ -385,7 +385,10 @@ describe('ward authz', () => {
     });
     const bad = await ward(['authz', '-f', APP_FILE, 'svc/web']);
     assert.equal(bad.status, 2);
-    assert.equal(bad.stderr, 'error: unknown resource kind "svc" in "svc/web" (use pod, deploy, sts, ds, rs, job, cj or ns)\n');
+    assert.equal(
+      bad.stderr,
+      'error: unknown resource kind "svc" in "svc/web" (workloads: pod, deploy, sts, ds, rs, job, cj, ns; policy objects for `ward authz`: server (srv), authorizationpolicy, serverauthorization (saz), meshtlsauthentication, networkauthentication, httproute, grpcroute)\n',
+    );
   });
 });
 
