@@ -16,6 +16,7 @@ import { registerIdentityCommands } from './commands/identity.js';
 import { registerInjectCommand } from './commands/inject.js';
 import { registerInstallCommands } from './commands/install.js';
 import { registerLogsCommand } from './commands/logs.js';
+import { registerPrometheusConfigCommand } from './commands/prometheus-config.js';
 import { registerProxyCommand } from './commands/proxy.js';
 import { registerProxyInitCommand } from './commands/proxy-init.js';
 import { registerRestartCommand } from './commands/restart.js';
@@ -232,6 +233,7 @@ function program(io: CliIo, result: { status: number }, signal: AbortSignal | un
   registerStatusCommand(prog as unknown as Parameters<typeof registerStatusCommand>[0], io, result);
   registerLogsCommand(prog as unknown as Parameters<typeof registerLogsCommand>[0], io, result, signal);
   registerRestartCommand(prog as unknown as Parameters<typeof registerRestartCommand>[0], io, result);
+  registerPrometheusConfigCommand(prog as unknown as Parameters<typeof registerPrometheusConfigCommand>[0], io, result);
   return prog;
 }
 
