@@ -231,6 +231,61 @@ export const CATALOG = {
     severity: 'info',
     message: 'Server {name} port {port} is not declared by pod {pod}; the Server still binds it',
   },
+  // --- SMI access policy (SMI0xx): TrafficTarget, HTTPRouteGroup, TCPRoute, UDPRoute ---
+  SMI001: { severity: 'error', message: '{field} "{value}" is not usable: {detail}', hint: 'SMI regexes are RE2 and must read the same in JavaScript: {fix}' },
+  SMI002: {
+    severity: 'error',
+    message: 'rule {rule} names {kind} {name}, which does not exist in namespace {namespace}; the rule admits nothing',
+    hint: "create {kind} {name} in namespace {namespace} (rules name route objects of the TrafficTarget's own namespace)",
+  },
+  SMI003: {
+    severity: 'error',
+    message: 'rule {rule} names match "{match}", which HTTPRouteGroup {name} does not define; that match admits nothing',
+    hint: 'name one of: {matches} (omit matches to use them all)',
+  },
+  SMI004: {
+    severity: 'error',
+    message: '{role} kind {value} is not ServiceAccount; ward identifies callers only by ServiceAccount, so this {role} is ignored',
+    hint: 'write kind: ServiceAccount',
+  },
+  SMI005: {
+    severity: 'error',
+    message: "destination namespace {value} is not the TrafficTarget's namespace {namespace}; the TrafficTarget is ignored (as OSM ignores it)",
+    hint: 'create the TrafficTarget in namespace {value}, or drop destination.namespace',
+  },
+  SMI006: {
+    severity: 'warning',
+    message: 'destination ServiceAccount {namespace}/{name} has no meshed pod; the TrafficTarget governs nothing yet',
+    hint: 'check the name against spec.serviceAccountName of the pods in namespace {namespace}',
+  },
+  SMI007: {
+    severity: 'warning',
+    message: 'Server {server} and TrafficTarget {name} both govern pod {pod} port {port}; Server {server} wins, so the TrafficTarget has no effect there',
+    hint: 'a Linkerd Server takes precedence over SMI on its port: remove the Server, or narrow the TrafficTarget to other ports',
+  },
+  SMI008: {
+    severity: 'warning',
+    message: 'TrafficTarget {name} has only HTTP rules for port {port} of pod {pod}, which is opaque; the proxy sees no requests there, so it admits nothing',
+    hint: 'add a TCPRoute rule to admit the whole port, or take the port out of config.linkerd.io/opaque-ports',
+  },
+  SMI009: {
+    severity: 'warning',
+    message: 'rule {rule} names UDPRoute {name}, which ward cannot enforce: its proxy carries TCP only, so the rule admits nothing',
+    hint: 'UDP traffic is not intercepted by the mesh; use a TCPRoute for TCP ports',
+  },
+  SMI010: {
+    severity: 'warning',
+    message: 'pathRegex "{value}" must match the whole path (as OSM matches it), so it admits {value} alone, not the paths below it',
+    hint: 'write "{value}(/.*)?" or "{value}.*" for the paths below {value}',
+  },
+  SMI011: { severity: 'warning', message: 'TrafficTarget {name} admits nothing: {detail}', hint: '{fix}' },
+  SMI012: { severity: 'error', message: 'match name "{value}" is used twice; TrafficTarget rules name matches by name', hint: 'give each match a unique name' },
+  SMI013: {
+    severity: 'warning',
+    message:
+      'on pod {pod} port {port}, {request} matches {first} and {second}; the proxy picks {first} alone, so sources only {second} admits are denied there',
+    hint: 'make the matches of different TrafficTargets disjoint, or list the same sources in both',
+  },
   // --- CLI usage (POL2xx) ---
   POL200: { severity: 'error', message: '{detail}' },
   POL201: { severity: 'error', message: 'test suite: {detail}' },
