@@ -3,7 +3,7 @@
  * version, or the reasons it does not deserialize (upstream's index ignores such objects).
  */
 import type { z } from 'zod';
-import { type Diagnostic, type DiagnosticCode, diagnostic, type ResourceRef } from '../core/index.js';
+import { type Diagnostic, type DiagnosticCode, diagnostic, GATEWAY_GROUP, type ResourceRef } from '../core/index.js';
 import { KIND_TABLE } from './kind-table.js';
 import type { ManifestDocument } from './load.js';
 import type { Resource, ResourceOrigin } from './types.js';
@@ -57,8 +57,9 @@ export function decodeResource(doc: ManifestDocument): DecodeResult {
   const apiVersion = value.apiVersion;
   const { group, version } = splitApiVersion(apiVersion);
   const groups = own(KIND_TABLE, kind);
-  // A kind of the same name in a group ward does not know (e.g. a Knative Service) is not ours.
-  if (groups === undefined || !KNOWN_GROUPS.has(group)) {
+  // A kind of the same name in a group ward does not know (e.g. a Knative Service) is not ours,
+  // nor a Gateway API kind that shares a name with an SMI one (TCPRoute, UDPRoute).
+  if (groups === undefined || !KNOWN_GROUPS.has(group) || (group === GATEWAY_GROUP && own(groups, group) === undefined)) {
     return { status: 'ignored', diagnostics: [diagnostic('POL004', { kind, apiVersion }, { source: origin.source })] };
   }
   const ref = documentRef(value, kind, apiVersion, group);

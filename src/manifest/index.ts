@@ -80,6 +80,8 @@ export {
   resourceKeyOf,
   resourceKeyString,
 } from './pipeline.js';
+export { checkRe2Regex, type Re2Problem } from './re2.js';
 export { HTTP_METHODS } from './route-schemas.js';
+export * from './smi-types.js';
 export * from './types.js';
 export { expandWorkloads, isWorkload } from './workloads.js';

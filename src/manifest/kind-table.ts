@@ -8,6 +8,8 @@ import { cronJobSpec, podSpec, podStatus, replicatedSpec, serviceSpec, singlePod
 import { authorizationPolicySpec, meshTLSAuthenticationSpec, networkAuthenticationSpec, serverAuthorizationSpec, serverSpecs } from './policy-schemas.js';
 import { gatewayHttpRouteSpec, grpcRouteSpec, linkerdHttpRouteSpecs } from './route-schemas.js';
 import { objectMeta } from './schema-parts.js';
+import { httpRouteGroupFields, httpRouteGroupSpec, portRouteSpec, smiDoc, toSmiMatch, trafficTargetSpecs, trafficTargetV1alpha1Fields } from './smi-schemas.js';
+import { SMI_ACCESS_GROUP, SMI_SPECS_GROUP, type SmiResource } from './smi-types.js';
 import type {
   AuthorizationPolicy,
   GRPCRoute,
@@ -90,6 +92,25 @@ const onePod = singlePodSpec.transform((s): WorkloadSpec => ({ replicas: 1, temp
 
 const v1 = (d: Decoder) => ({ v1: d });
 
+// SMI: v1alpha1/v1alpha2 documents keep their fields at the top level; the resource is normalised.
+const smi = <S extends z.ZodType>(schema: S, spec: (d: z.output<S>) => SmiResource['spec'], kind: SmiResource['kind']): Decoder =>
+  decoder(schema, (d, b) => ({ kind, ...common(d as { metadata: ParsedMeta }, b), spec: spec(d) }) as Resource);
+const trafficTarget = (spec: (typeof trafficTargetSpecs)['v1alpha2'] | (typeof trafficTargetSpecs)['v1alpha3']) =>
+  smi(smiDoc({ spec }), (d) => d.spec, 'TrafficTarget');
+const httpRouteGroupTop = (fields: (typeof httpRouteGroupFields)['v1alpha1'] | (typeof httpRouteGroupFields)['v1alpha2']) =>
+  smi(smiDoc(fields), (d) => ({ matches: d.matches.map(toSmiMatch) }), 'HTTPRouteGroup');
+const httpRouteGroup = smi(smiDoc({ spec: httpRouteGroupSpec }), (d) => ({ matches: d.spec.matches.map(toSmiMatch) }), 'HTTPRouteGroup');
+const emptyTcpRoute = smi(smiDoc({ spec: z.strictObject({}).optional() }), () => ({}), 'TCPRoute');
+const portRoute = (kind: 'TCPRoute' | 'UDPRoute') =>
+  smi(
+    smiDoc({ spec: portRouteSpec.default({}) }),
+    (d) => {
+      const ports = d.spec.matches?.ports;
+      return ports !== undefined && ports.length > 0 ? { ports } : {};
+    },
+    kind,
+  );
+
 /** kind → API group ('' = core) → version → decoder. */
 export const KIND_TABLE: Readonly<Record<string, Readonly<Record<string, Readonly<Record<string, Decoder>>>>>> = {
   Server: {
@@ -142,6 +163,23 @@ export const KIND_TABLE: Readonly<Record<string, Readonly<Record<string, Readonl
     },
   },
   GRPCRoute: { [GATEWAY_GROUP]: { v1alpha2: grpcRoute, v1: grpcRoute } },
+  TrafficTarget: {
+    [SMI_ACCESS_GROUP]: {
+      v1alpha1: smi(smiDoc(trafficTargetV1alpha1Fields), (d) => ({ destination: d.destination, sources: d.sources, rules: d.specs }), 'TrafficTarget'),
+      v1alpha2: trafficTarget(trafficTargetSpecs.v1alpha2),
+      v1alpha3: trafficTarget(trafficTargetSpecs.v1alpha3),
+    },
+  },
+  HTTPRouteGroup: {
+    [SMI_SPECS_GROUP]: {
+      v1alpha1: httpRouteGroupTop(httpRouteGroupFields.v1alpha1),
+      v1alpha2: httpRouteGroupTop(httpRouteGroupFields.v1alpha2),
+      v1alpha3: httpRouteGroup,
+      v1alpha4: httpRouteGroup,
+    },
+  },
+  TCPRoute: { [SMI_SPECS_GROUP]: { v1alpha1: emptyTcpRoute, v1alpha2: emptyTcpRoute, v1alpha3: emptyTcpRoute, v1alpha4: portRoute('TCPRoute') } },
+  UDPRoute: { [SMI_SPECS_GROUP]: { v1alpha4: portRoute('UDPRoute') } },
   Pod: {
     '': v1(
       decoder(coreDoc(podSpec).extend({ status: podStatus.optional() }), (d, b) => ({

@@ -7,6 +7,7 @@
  * decode (upstream runs the webhook with failurePolicy Ignore, so the index must tolerate it).
  */
 import type { LabelSelector, Labels, Network, SourcePos } from '../core/index.js';
+import type { SmiResource } from './smi-types.js';
 
 /** Metadata every namespaced resource carries. `namespace` defaults to `default`. */
 export interface ObjectMeta {
@@ -329,7 +330,8 @@ export type Resource =
   | Namespace
   | ServiceAccount
   | Service
-  | Workload;
+  | Workload
+  | SmiResource;
 
 /** The `kind` of a resource ward reads. */
 export type ResourceKind = Resource['kind'];
