@@ -39,7 +39,7 @@ describe('TargetWindow', () => {
 
   it('counts a reset as the new value, as Prometheus does', () => {
     const w = new TargetWindow(10);
-    [100, 150, 20, 70].forEach((v, i) => w.record(i * 10 * S, [counter(v)], BIG));
+    for (const [i, v] of [100, 150, 20, 70].entries()) w.record(i * 10 * S, [counter(v)], BIG);
     // 50 + 20 (reset: the new count) + 50 = 120 in 30 s.
     assert.deepEqual(rate(w, [], 0, 30 * S), [{ value: 4 }]);
   });
