@@ -1,6 +1,6 @@
 /**
- * The proxy's admin server (upstream port 4191): `/live`, `/ready`, `/metrics` (Prometheus text)
- * and `/debug/policies` (JSON).
+ * The proxy's admin server (upstream port 4191): `/live`, `/ready`, `/metrics` (Prometheus text),
+ * `/debug/policies` (JSON) and `/tap` (NDJSON of live request events, tap/tap-hub).
  *
  * Policy (POLICY-SEMANTICS §4.1): the admin port is not behind the inbound listeners; the admin
  * server applies the inbound HTTP policy of port 4191 itself. Every request — probes included —
@@ -56,6 +56,8 @@ import { errorMessage, type Logger, MeshError, silentLogger } from '../shared/in
 import type { InboundHttpConnection } from './inbound/http-connection.js';
 import type { MetricsRegistry } from './metrics/cells.js';
 import type { InboundMetricsHooks } from './metrics/inbound-stats.js';
+import { serveTap, type TapResponse } from './tap/tap-http.js';
+import type { TapHub } from './tap/tap-hub.js';
 import { clientIdentityOf, type InboundTlsSettings } from './tls/context.js';
 import { CLIENT_HELLO_MAX_PREFIX_BYTES, sniffClientHello } from './transport/client-hello.js';
 import { HTTP2_PREFACE } from './transport/detect-http.js';
@@ -95,6 +97,8 @@ export interface AdminServerOptions {
   readonly registry: MetricsRegistry;
   /** `/debug/policies` serves this value as JSON. */
   readonly debugPolicies: () => unknown;
+  /** `/tap` streams this hub's events (404 without one). */
+  readonly tap?: TapHub;
   /** This proxy's mesh identity: mesh TLS whose SNI names it is terminated (needs `tls`). */
   readonly identity?: string;
   /** The mesh TLS settings (as the inbound proxy's); read once, at `start()`. Without them (or `identity`): plaintext only. */
@@ -470,6 +474,10 @@ export class AdminServer {
   #serve(req: Request, res: Response, target: string): void {
     const q = target.indexOf('?');
     const path = q === -1 ? target : target.slice(0, q);
+    if (path === '/tap' && this.#opts.tap !== undefined && req.method === 'GET') {
+      serveTap(this.#opts.tap, new URL(target, 'http://admin.invalid'), res as unknown as TapResponse);
+      return;
+    }
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.writeHead(405, { allow: 'GET, HEAD', 'content-type': TEXT }).end('method not allowed\n');
       return;
