@@ -50,6 +50,7 @@ import {
   sameName,
 } from './convert.js';
 import { isMeshed, type PodInfo, podInfo } from './pod.js';
+import { SmiNamespace } from './smi.js';
 
 /** Cluster-wide settings (install values upstream; flags or a suite's `cluster:` block here). */
 export interface ClusterConfig {
@@ -121,6 +122,8 @@ interface NsState {
   /** Key `group/name`. */
   readonly httpRoutes: Map<string, IndexedResource<RouteSpec<HttpRoute>>>;
   readonly grpcRoutes: Map<string, IndexedResource<RouteSpec<GrpcRoute>>>;
+  /** SMI TrafficTargets and their routes (consulted for ports no Server binds). */
+  readonly smi: SmiNamespace;
   /** Server name -> policy, recomputed when the namespace's policy objects change. */
   policies: Map<string, ServerPolicy>;
   routeStatus: Map<string, RouteParentStatus[]>;
@@ -218,6 +221,7 @@ export class PolicyIndex {
         netauthn: new Map(),
         httpRoutes: new Map(),
         grpcRoutes: new Map(),
+        smi: new SmiNamespace(name),
         policies: new Map(),
         routeStatus: new Map(),
         changedServers: new Map(),
@@ -321,6 +325,14 @@ export class PolicyIndex {
         this.#store(ns.grpcRoutes, name, r, convertGrpcRoute(r));
         ns.dirtyPolicies = true;
         return;
+      case 'TrafficTarget':
+      case 'HTTPRouteGroup':
+      case 'TCPRoute':
+      case 'UDPRoute':
+        ns.smi.apply(r);
+        // Which ports SMI governs depends on pods' ServiceAccounts: every pod republishes.
+        for (const pod of ns.pods.keys()) ns.dirtyPods.add(pod);
+        return;
       default:
         // Namespaces, ServiceAccounts, Services and workloads do not shape inbound policy here.
         return;
@@ -373,6 +385,7 @@ export class PolicyIndex {
         if (ns.grpcRoutes.delete(k.name)) ns.dirtyPolicies = true;
         return;
       default:
+        if (ns.smi.delete(k.kind, k.name)) for (const pod of ns.pods.keys()) ns.dirtyPods.add(pod);
         return;
     }
   }
@@ -390,6 +403,7 @@ export class PolicyIndex {
         yield { kind: 'HTTPRoute', group: key.slice(0, slash), namespace, name: key.slice(slash + 1) };
       }
       for (const name of ns.grpcRoutes.keys()) yield { kind: 'GRPCRoute', group: '', namespace, name };
+      for (const { kind, name } of ns.smi.keys()) yield { kind, group: '', namespace, name };
     }
   }
 
@@ -717,6 +731,8 @@ export class PolicyIndex {
     const serverName = pod.bound.get(port);
     const policy = serverName === undefined ? undefined : ns.policies.get(serverName);
     if (policy !== undefined) return this.#serverValue(policy, probePaths);
+    const smi = ns.smi.serverFor(pod.info, port, { domain: this.#domain, probeNetworks: this.config.probeNetworks });
+    if (smi !== undefined) return smi;
     let name = pod.info.defaultPolicy ?? this.config.defaultPolicy;
     if (pod.info.requireIdentityPorts.has(port)) name = requireIdentity(name);
     return this.#defaultServer(name, pod.info.opaquePorts.has(port), probePaths);
@@ -873,6 +889,16 @@ export class PolicyIndex {
       }
     }
     return out;
+  }
+
+  /** The SMI objects of a namespace (for lint, explain and `ward authz`). */
+  smi(namespace: string): SmiNamespace | undefined {
+    return this.#namespaces.get(namespace)?.smi;
+  }
+
+  /** The identity domain policies are written against. */
+  get identityDomain(): IdentityDomain {
+    return this.#domain;
   }
 
   /** Whether a MeshTLS/NetworkAuthentication reference resolves (for lint). */
