@@ -41,7 +41,7 @@ function emojivoto(opts: { local: boolean; nsDefault?: string; namespace?: strin
 /** `src -> dst:port route decision authz` lines of the app ports (not the proxy admin port). */
 function appEdges(g: PolicyGraph, filter: (e: GraphEdge) => boolean = () => true): string[] {
   return g.edges
-    .filter((e) => !g.targets[e.target]?.proxyAdmin && filter(e))
+    .filter((e) => !g.targets[e.target]?.proxyPort && filter(e))
     .map((e) => `${e.src} -> ${e.dst}:${e.port} ${g.targets[e.target]?.routes[e.route]?.route} ${e.decision} ${e.authz}`)
     .sort();
 }

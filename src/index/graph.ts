@@ -16,7 +16,7 @@
  *   loopback, not an edge between workloads, and is left out.
  */
 import { type InboundServer, type Meta, type ReachSource, reachTarget, serviceAccountIdentity } from '../core/index.js';
-import { ANNOTATIONS, type Pod } from '../manifest/index.js';
+import { ANNOTATIONS, type Pod, PROXY_CONTAINER_NAME } from '../manifest/index.js';
 import { PROTOCOL_LABELS } from './authz-view.js';
 import { defaultClientIp } from './explain-probe.js';
 import type { PodInfo } from './pod.js';
@@ -85,6 +85,8 @@ export interface GraphTarget {
   readonly server: string;
   readonly protocol: string;
   readonly proxyAdmin: boolean;
+  /** A port of the proxy itself (its inbound and admin ports, declared by the proxy container), not of the application. */
+  readonly proxyPort: boolean;
   readonly routes: readonly GraphRoute[];
 }
 
@@ -280,6 +282,8 @@ export function policyGraph(view: PolicyView, opts: GraphOptions = {}): PolicyGr
     if (opts.namespace !== undefined && w.namespace !== opts.namespace) continue;
     const first = w.pods[0] as PodInfo;
     const localhost = localhostAuthzOf(config, first);
+    const proxyPorts = new Set((first.pod.spec.containers.find((c) => c.name === PROXY_CONTAINER_NAME)?.ports ?? []).map((p) => p.containerPort));
+    proxyPorts.add(GRAPH_PROXY_ADMIN_PORT);
     for (const port of index.ports(first.namespace, first.name)) {
       const server = index.peek(first.namespace, first.name, port)?.value;
       if (server === undefined) continue;
@@ -294,6 +298,7 @@ export function policyGraph(view: PolicyView, opts: GraphOptions = {}): PolicyGr
         server: ref(server.meta),
         protocol: PROTOCOL_LABELS[server.protocol.kind],
         proxyAdmin: port === GRAPH_PROXY_ADMIN_PORT,
+        proxyPort: proxyPorts.has(port),
         routes: reach.routes.map((r) => ({
           route: r.route === undefined ? null : ref(r.route),
           sample: r.sample === undefined ? null : `${r.sample.method} ${r.sample.path}`,
