@@ -9,6 +9,7 @@ import type { AdminRoute } from './admin-api.js';
 import type { AdminStreamRoute } from './admin-server.js';
 import type { ControllerIdentity } from './controller-identity.js';
 import type { ControllerIndexes } from './controller-indexes.js';
+import { dashboardRoutes } from './dashboard/dashboard-routes.js';
 import type { ShutdownStack } from './shutdown-stack.js';
 
 /** What feature routes may read from the running controller. */
@@ -29,8 +30,12 @@ export interface FeatureRoutes {
 }
 
 /** Every feature's routes, in the order they are tried. */
-export function featureRoutes(_ctx: AdminContext): FeatureRoutes {
+export function featureRoutes(ctx: AdminContext): FeatureRoutes {
   const routes: AdminRoute[] = [];
   const streams: AdminStreamRoute[] = [];
+  for (const f of [dashboardRoutes(ctx)]) {
+    routes.push(...f.routes);
+    streams.push(...f.streams);
+  }
   return { routes, streams };
 }
