@@ -5,7 +5,8 @@
 // - dist/bundle/ward.mjs, the CLI (every command);
 // - dist/bundle/ward-proxy.mjs, `ward proxy` alone (a sidecar per pod: only what it needs);
 // - examples/emojivoto/services/dist/*.mjs, the example's applications, self-contained, so a copy
-//   of the example outside the checkout runs with nothing installed beside it.
+//   of the example outside the checkout runs with nothing installed beside it;
+// - dist/dashboard/, the dashboard (Vite), served by the controller's admin port.
 // Each file is written whole under a temporary name and renamed into place: processes starting
 // while a build runs (bin/ward.js rebuilds a stale bundle) never load half a file. Type checking
 // is `tsc -b`'s job, not this one's.
@@ -135,12 +136,53 @@ export function isFresh() {
   return OUTPUTS.every(({ out }) => (statSync(join(ROOT, out), { throwIfNoEntry: false })?.mtimeMs ?? -1) >= newest);
 }
 
+/** The dashboard (a Vite root, dashboard/) is built into dist/dashboard, which the controller serves. */
+const DASHBOARD_OUT = 'dist/dashboard';
+
+/** True when dist/dashboard is newer than every file under dashboard/. */
+export function isDashboardFresh() {
+  const built = statSync(join(ROOT, DASHBOARD_OUT, 'index.html'), { throwIfNoEntry: false })?.mtimeMs ?? -1;
+  for (const f of readdirRecursive(join(ROOT, 'dashboard'))) if (statSync(f).mtimeMs > built) return false;
+  return built >= (statSync(join(ROOT, 'package-lock.json'), { throwIfNoEntry: false })?.mtimeMs ?? 0);
+}
+
+/**
+ * Builds the dashboard with Vite into a temporary folder renamed into place (a controller serving
+ * it never reads half a build); resolves with the time it took in ms, or undefined when Vite is not
+ * installed (an install without dev dependencies keeps the dashboard it has).
+ */
+export async function buildDashboard() {
+  const started = performance.now();
+  let vite;
+  try {
+    vite = await import('vite');
+  } catch {
+    return undefined;
+  }
+  const target = join(ROOT, DASHBOARD_OUT);
+  const tmp = `${target}.${process.pid}.tmp`;
+  try {
+    await vite.build({ configFile: join(ROOT, 'dashboard', 'vite.config.ts'), logLevel: 'error', build: { outDir: tmp, emptyOutDir: true } });
+    rmSync(target, { recursive: true, force: true });
+    renameSync(tmp, target);
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+  return performance.now() - started;
+}
+
 // `--if-stale`: build only when a source is newer than an output (tests call this before using the bundles).
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  if (process.argv.includes('--if-stale') && isFresh()) process.exit(0);
+  const ifStale = process.argv.includes('--if-stale');
   try {
-    const ms = await build();
-    console.error(`build: ${OUTPUTS.length} bundles in ${Math.round(ms)} ms`);
+    if (!ifStale || !isFresh()) {
+      const ms = await build();
+      console.error(`build: ${OUTPUTS.length} bundles in ${Math.round(ms)} ms`);
+    }
+    if (!ifStale || !isDashboardFresh()) {
+      const ms = await buildDashboard();
+      console.error(ms === undefined ? 'build: no vite installed, the dashboard is not rebuilt' : `build: dashboard in ${Math.round(ms)} ms`);
+    }
   } catch (e) {
     console.error(`build: ${e instanceof Error ? e.message : String(e)}`);
     process.exit(1);
