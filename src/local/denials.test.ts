@@ -26,6 +26,7 @@ describe('parseDenial', () => {
       pod: 'web-0',
       port: 8080,
       kind: 'http403',
+      decision: 'deny',
       client: '127.20.0.7',
       clientId: 'vote-bot.bad.serviceaccount.identity.linkerd.cluster.local',
       server: 'server/web-http',
@@ -64,6 +65,7 @@ describe('parseDenial', () => {
       pod: 'p',
       port: 9000,
       kind: 'tcp-refuse',
+      decision: 'deny',
       client: '127.0.0.1',
       clientId: null,
       server: 'default/deny',
@@ -83,11 +85,42 @@ describe('parseDenial', () => {
     assert.equal(parseDenial(JSON.stringify(admin), 'ns', 'p')?.kind, 'http403');
   });
 
+  it('reads a request the audit default policy let through as an audit', () => {
+    const audit = {
+      ...JSON.parse(HTTP_DENY),
+      msg: 'Request allowed',
+      reason: undefined,
+      kind: undefined,
+      route: { group: '', kind: 'default', name: 'default' },
+      authz: { group: '', kind: 'default', name: 'audit' },
+    };
+    assert.deepEqual(parseDenial(JSON.stringify(audit), 'emojivoto', 'web-0'), {
+      time: '2026-05-01T10:00:00.000Z',
+      namespace: 'emojivoto',
+      pod: 'web-0',
+      port: 8080,
+      kind: 'audit',
+      decision: 'audit',
+      client: '127.20.0.7',
+      clientId: 'vote-bot.bad.serviceaccount.identity.linkerd.cluster.local',
+      server: 'server/web-http',
+      route: 'default/default',
+      authz: 'default/audit',
+      reason: 'allowed only by the audit default policy',
+      method: 'POST',
+      path: '/api/vote',
+    });
+    // Any other permit is not a would-be denial.
+    const allowed = { ...audit, authz: { group: 'policy.linkerd.io', kind: 'authorizationpolicy', name: 'audit' } };
+    assert.equal(parseDenial(JSON.stringify(allowed), 'ns', 'p'), undefined);
+  });
+
   it('ignores everything else', () => {
     for (const line of [
       '',
       'ward proxy ready: identity x',
       '{"msg":"Request allowed","port":8080}',
+      '{"msg":"Request allowed","port":8080,"authz":"audit"}',
       '{"msg":"Request denied"}',
       '{not json denied',
       JSON.stringify({ msg: 'inbound policy in force', port: 1, note: 'denied' }),
@@ -97,6 +130,17 @@ describe('parseDenial', () => {
 });
 
 describe('DenialLog', () => {
+  it('keeps audits apart, so that many audits do not push the denials out', () => {
+    const log = new DenialLog(2);
+    const deny = parseDenial(HTTP_DENY, 'ns', 'd') as NonNullable<ReturnType<typeof parseDenial>>;
+    log.add(deny);
+    for (let i = 0; i < 5; i++) log.add({ ...deny, pod: `a${i}`, kind: 'audit', decision: 'audit' });
+    assert.deepEqual(
+      log.list().map((d) => d.pod),
+      ['d', 'a3', 'a4'],
+    );
+  });
+
   it('keeps the last N, oldest first', () => {
     const log = new DenialLog(3);
     for (let i = 0; i < 5; i++) log.add({ ...(parseDenial(HTTP_DENY, 'ns', `p${i}`) as NonNullable<ReturnType<typeof parseDenial>>) });

@@ -1,17 +1,22 @@
 /**
- * Recent denials, read from the proxies' logs: each proxy logs every denied request and
- * connection at info (pino JSON), and the runtime keeps the last ones for `ward status`.
+ * Recent denials and audited requests, read from the proxies' logs: each proxy logs every denied
+ * request and connection at info (pino JSON), and every HTTP request the `audit` default policy
+ * lets through ("Request allowed" with authz default:audit) — the ones that would be denied under
+ * a deny default. The runtime keeps the last ones of each for `ward status`, which groups them.
+ * (Audited TCP connections are logged at debug only, so they do not show here.)
  */
 
-/** One denial, as `ward status -o json` lists it. */
+/** One denial or audited request, as `ward status -o json` lists it. */
 export interface Denial {
   /** ISO time the proxy logged it. */
   readonly time: string;
   readonly namespace: string;
   readonly pod: string;
   readonly port: number;
-  /** `http403`, `grpc7`, `http404`, `grpc5`, `http500`, `tcp-refuse`, or `tcp-terminate` (a policy change closed the connection). */
+  /** `http403`, `grpc7`, `http404`, `grpc5`, `http500`, `tcp-refuse`, `tcp-terminate` (a policy change closed the connection), or `audit`. */
   readonly kind: string;
+  /** `audit`: allowed by the audit default policy, which would otherwise have denied it. */
+  readonly decision: 'deny' | 'audit';
   /** The client's address. */
   readonly client: string;
   /** The client's mesh identity; null for a plaintext (or unauthenticated TLS) client. */
@@ -31,7 +36,11 @@ const MESSAGES: Readonly<Record<string, string | undefined>> = {
   'inbound TCP connection denied': 'tcp-refuse',
   'Connection terminated due to policy change': 'tcp-terminate',
   'admin request denied': 'http',
+  'Request allowed': 'audit',
 };
+
+/** The reason given to an audited request (the proxy logs none: it was allowed). */
+export const AUDIT_REASON = 'allowed only by the audit default policy';
 
 function str(v: unknown): string | undefined {
   return typeof v === 'string' ? v : undefined;
@@ -56,7 +65,7 @@ function ref(v: unknown): string | null {
  * the proxy's pod (its log lines do not repeat them).
  */
 export function parseDenial(line: string, namespace: string, pod: string): Denial | undefined {
-  if (!line.startsWith('{') || (!line.includes('denied') && !line.includes('terminated'))) return undefined;
+  if (!line.startsWith('{') || (!line.includes('denied') && !line.includes('terminated') && !line.includes('"audit"'))) return undefined;
   let o: Record<string, unknown>;
   try {
     o = JSON.parse(line) as Record<string, unknown>;
@@ -67,21 +76,25 @@ export function parseDenial(line: string, namespace: string, pod: string): Denia
   const msg = str(o.msg);
   const family = msg === undefined ? undefined : MESSAGES[msg];
   if (family === undefined || typeof o.port !== 'number') return undefined;
-  const reason = str(o.reason) ?? '';
+  const authz = ref(o.authz);
+  // Other permits are logged at debug; only an audit permit is a would-be denial.
+  if (family === 'audit' && authz !== 'default/audit') return undefined;
+  const reason = family === 'audit' ? AUDIT_REASON : (str(o.reason) ?? '');
   // Older proxies do not log the kind: a missing route is a 404, anything else a 403.
   const kind = family === 'http' ? (str(o.kind) ?? (reason === 'no route found for request' ? 'http404' : 'http403')) : family;
+  const decision = family === 'audit' ? 'audit' : 'deny';
   const tls = str(o.tls);
   const clientId = tls?.startsWith('mtls ') === true && tls !== 'mtls -' ? tls.slice('mtls '.length) : null;
   const time = typeof o.time === 'string' ? o.time : typeof o.time === 'number' ? new Date(o.time).toISOString() : new Date().toISOString();
   const method = str(o.method);
   const path = str(o.path);
-  const authz = ref(o.authz);
   return {
     time,
     namespace,
     pod,
     port: o.port,
     kind,
+    decision,
     client: str(o.client) ?? '',
     clientId,
     server: ref(o.server),
@@ -93,21 +106,27 @@ export function parseDenial(line: string, namespace: string, pod: string): Denia
   };
 }
 
-/** The last `capacity` denials (default 100), oldest first. */
+/**
+ * The last `capacity` denials (default 100) and, apart, the last `capacity` audited requests, so
+ * that a busy audit-mode namespace does not push the denials out.
+ */
 export class DenialLog {
   readonly #capacity: number;
-  readonly #items: Denial[] = [];
+  readonly #denials: Denial[] = [];
+  readonly #audits: Denial[] = [];
 
   constructor(capacity = 100) {
     this.#capacity = capacity;
   }
 
   add(d: Denial): void {
-    this.#items.push(d);
-    if (this.#items.length > this.#capacity) this.#items.splice(0, this.#items.length - this.#capacity);
+    const items = d.decision === 'audit' ? this.#audits : this.#denials;
+    items.push(d);
+    if (items.length > this.#capacity) items.splice(0, items.length - this.#capacity);
   }
 
+  /** Denials then audited requests, each oldest first. */
   list(): Denial[] {
-    return [...this.#items];
+    return [...this.#denials, ...this.#audits];
   }
 }
