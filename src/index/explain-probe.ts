@@ -22,6 +22,7 @@ import {
 import { ANNOTATIONS } from '../manifest/index.js';
 import { localhostAuthzOf } from './policy-index.js';
 import { type PolicyView, QueryError } from './query-error.js';
+import { explainSmiServer } from './smi-explain.js';
 
 /** Who is calling. */
 export interface ProbeClient {
@@ -136,6 +137,7 @@ function serverStep(ws: PolicyView, p: Probe, server: InboundServer): string {
     const lost = binding.losers.length > 0 ? `; it wins over ${binding.losers.join(', ')} (oldest first, then name)` : '';
     return `Server ${binding.server} selects this pod and binds ${how}${lost}. Only authorizations that reference it apply (the default policy no longer does).`;
   }
+  if (server.meta.kind === 'traffictarget') return explainSmiServer(ws.index, p.namespace, p.pod, p.port);
   const info = ws.index.pod(p.namespace, p.pod);
   const ann = info?.pod.metadata.annotations[ANNOTATIONS.defaultInboundPolicy];
   const from =

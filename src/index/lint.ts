@@ -16,6 +16,7 @@ import {
 } from '../core/index.js';
 import { ANNOTATIONS, type Namespace, type Resource } from '../manifest/index.js';
 import { sameName } from './convert.js';
+import { lintSmi } from './lint-smi.js';
 import type { PolicyIndex } from './policy-index.js';
 
 function refOf(r: Resource): ResourceRef {
@@ -212,6 +213,7 @@ export function lintIndex(index: PolicyIndex, resources: readonly Resource[]): D
   for (const pod of index.unmeshedPods()) {
     out.push(diagnostic('POL112', { pod: `${pod.metadata.namespace}/${pod.metadata.name}` }, at(pod, ['metadata'])));
   }
+  out.push(...lintSmi(index));
   return out;
 }
 
