@@ -231,6 +231,21 @@ export const CATALOG = {
     severity: 'info',
     message: 'Server {name} port {port} is not declared by pod {pod}; the Server still binds it',
   },
+  POL114: {
+    severity: 'warning',
+    message: 'identity "{identity}" names {what}, which is not among the loaded resources{suggestion}',
+    hint: 'a mesh identity is <serviceaccount>.<namespace>.serviceaccount.identity.{controlPlane}.{trustDomain}; {fix}',
+  },
+  POL115: {
+    severity: 'warning',
+    message: 'identity "{identity}" is not a mesh identity of this cluster: {detail}',
+    hint: '{fix}',
+  },
+  POL116: {
+    severity: 'warning',
+    message: 'serviceAccounts entry "{name}" has no namespace, so it means ServiceAccount {namespace}/{name}, which is not among the loaded resources{detail}',
+    hint: '{fix}',
+  },
   // --- SMI access policy (SMI0xx): TrafficTarget, HTTPRouteGroup, TCPRoute, UDPRoute ---
   SMI001: { severity: 'error', message: '{field} "{value}" is not usable: {detail}', hint: 'SMI regexes are RE2 and must read the same in JavaScript: {fix}' },
   SMI002: {
