@@ -41,7 +41,7 @@ function header(lines: readonly string[]): string {
     '# The linkerd-proxy job adds the labels ward queries by: namespace, pod, workload_kind,',
     '# workload_name. Point the controller at this Prometheus with',
     '#   ward controller --metrics-backend prometheus --prometheus-url http://PROMETHEUS:9090',
-    ...lines.slice(1).map((l) => `# ${l}`),
+    ...lines.slice(1).map((l) => (l === '' ? '#' : `# ${l}`)),
     '',
   ].join('\n');
 }
