@@ -50,6 +50,16 @@ export interface KubernetesControllerOptions {
   readonly retryPeriodMs?: number | undefined;
 }
 
+/** Where the traffic views (edges, stat, the dashboard) read metrics from. */
+export interface MetricsSettings {
+  /** `embedded`: the controller scrapes every meshed pod itself (the default); `prometheus`: a Prometheus server. */
+  readonly backend: 'embedded' | 'prometheus';
+  /** The Prometheus server's base URL (backend `prometheus`). */
+  readonly prometheusUrl?: string | undefined;
+  /** Scrape period of the embedded collector (default 10 s, or `WARD_SCRAPE_INTERVAL`). */
+  readonly scrapeIntervalMs?: number | undefined;
+}
+
 /** Settings of `startController`. */
 export interface ControllerOptions {
   /** The directory source's manifests (local mode); exactly one of this and `kubernetes`. */
@@ -92,6 +102,8 @@ export interface ControllerOptions {
    * mode uses `template-hash`: a template edit makes new pods, as in a cluster.
    */
   readonly podNames?: 'ordinal' | 'template-hash';
+  /** The traffic views' metrics backend (default: embedded, every 10 s). */
+  readonly metrics?: MetricsSettings | undefined;
 }
 
 /** A running controller. */
