@@ -9,7 +9,9 @@ import type { AdminRoute } from './admin-api.js';
 import type { AdminStreamRoute } from './admin-server.js';
 import type { ControllerIdentity } from './controller-identity.js';
 import type { ControllerIndexes } from './controller-indexes.js';
+import type { MetricsSettings } from './controller-types.js';
 import { dashboardRoutes } from './dashboard/dashboard-routes.js';
+import { observeRoutes } from './observe/observe-routes.js';
 import type { ShutdownStack } from './shutdown-stack.js';
 
 /** What feature routes may read from the running controller. */
@@ -21,6 +23,8 @@ export interface AdminContext {
   readonly log: Logger;
   /** Stopped last first when the controller closes (a feature's timers, sockets…). */
   readonly cleanups: ShutdownStack;
+  /** The traffic views' metrics backend (`ward controller --metrics-backend`). */
+  readonly metrics?: MetricsSettings | undefined;
 }
 
 /** The routes of every feature. */
@@ -33,7 +37,7 @@ export interface FeatureRoutes {
 export function featureRoutes(ctx: AdminContext): FeatureRoutes {
   const routes: AdminRoute[] = [];
   const streams: AdminStreamRoute[] = [];
-  for (const f of [dashboardRoutes(ctx)]) {
+  for (const f of [dashboardRoutes(ctx), observeRoutes(ctx)]) {
     routes.push(...f.routes);
     streams.push(...f.streams);
   }
