@@ -113,7 +113,7 @@ async function startAdmin(
   const cluster = opts.cluster;
   const src = indexes.source;
   const reloader = identity.reloader;
-  const features = featureRoutes({ cluster, indexes, identity, registry, log, cleanups });
+  const features = featureRoutes({ cluster, indexes, identity, registry, log, cleanups, metrics: opts.metrics });
   try {
     return await startAdminServer(
       {
