@@ -21,7 +21,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { ORIGINAL_DST_ADDON_PATH } from '../../src/proxy/transport/original-dst.js';
-import { type ControllerPorts, controllerPorts, initWorkdir, spawnController, type WardProcess, waitFor, wardSpawn, wardSync } from './helpers.js';
+import { type ControllerPorts, controllerPorts, initWorkdir, spawnController, WARD_BIN, type WardProcess, waitFor, wardSpawn, wardSync } from './helpers.js';
 import { type LabPod, NetnsAgent, NetnsLab, netnsPrerequisites, run, sweepStaleNamespaces } from './netns.js';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
@@ -140,6 +140,8 @@ export interface WardProxyOptions {
   readonly destination?: boolean;
   /** Further `ward proxy` arguments. */
   readonly extra?: readonly string[];
+  /** Node options of the proxy's process (e.g. `PROXY_NODE_OPTIONS`, as `ward up` runs sidecars). */
+  readonly nodeArgs?: readonly string[];
 }
 
 /** The answer to {@link LinkerdLab.h2Request}. */
@@ -494,7 +496,11 @@ export class LinkerdLab {
       ...(opts.destination === false ? [] : ['--destination-addr', `${node}:${this.ports.destination}`]),
       ...(opts.extra ?? []),
     ];
-    const p = wardSpawn(args, {}, ['nsenter', `--net=/run/netns/${pod.ns}`, `--setgid=${PROXY_GID}`, '--']);
+    const enter = ['nsenter', `--net=/run/netns/${pod.ns}`, `--setgid=${PROXY_GID}`, '--'];
+    const p =
+      opts.nodeArgs === undefined
+        ? wardSpawn(args, {}, enter)
+        : spawnProcess([...enter, process.execPath, ...opts.nodeArgs, WARD_BIN, ...args], { ...process.env, NO_COLOR: '1', FORCE_COLOR: '0' });
     this.#processes.push(p);
     return p;
   }
