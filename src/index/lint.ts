@@ -11,13 +11,15 @@ import {
   type DiagnosticCode,
   diagnostic,
   firstHost,
+  netContainsNet,
   type ResourceRef,
   selectorMatches,
 } from '../core/index.js';
 import { ANNOTATIONS, type Namespace, type Resource } from '../manifest/index.js';
 import { sameName } from './convert.js';
+import { lintIdentities } from './lint-identities.js';
 import { lintSmi } from './lint-smi.js';
-import type { PolicyIndex } from './policy-index.js';
+import type { ClusterConfig, PolicyIndex } from './policy-index.js';
 
 function refOf(r: Resource): ResourceRef {
   return { kind: r.kind, namespace: r.metadata.namespace, name: r.metadata.name };
@@ -27,9 +29,19 @@ function at(r: Resource, path: readonly (string | number)[]) {
   return { resource: refOf(r), path, source: r.origin?.positionOf(path) };
 }
 
-/** A plaintext address inside the cluster networks that stands for the kubelet. */
-function kubeletAddress(index: PolicyIndex): string {
-  const net = index.config.clusterNetworks[0] ?? index.config.probeNetworks[0];
+/**
+ * A plaintext address that stands for the kubelet. The kubelet probes from its node's address,
+ * which `--probe-networks` describes: so an address inside the probe networks, preferably one
+ * also inside the cluster networks (node addresses usually are), else the first probe network's.
+ */
+function kubeletAddress(config: ClusterConfig): string {
+  for (const p of config.probeNetworks) {
+    for (const c of config.clusterNetworks) {
+      const inner = netContainsNet(p.net, c.net) ? c.net : netContainsNet(c.net, p.net) ? p.net : undefined;
+      if (inner !== undefined) return firstHost(inner);
+    }
+  }
+  const net = config.probeNetworks[0] ?? config.clusterNetworks[0];
   return net === undefined ? '10.0.0.1' : firstHost(net.net);
 }
 
@@ -167,7 +179,7 @@ export function lintIndex(index: PolicyIndex, resources: readonly Resource[]): D
   }
 
   // Probes the effective policy would deny.
-  const kubelet = kubeletAddress(index);
+  const kubelet = kubeletAddress(index.config);
   for (const p of index.pods()) {
     for (const probe of p.httpProbes) {
       const cell = index.peek(p.namespace, p.name, probe.port);
@@ -214,6 +226,7 @@ export function lintIndex(index: PolicyIndex, resources: readonly Resource[]): D
     out.push(diagnostic('POL112', { pod: `${pod.metadata.namespace}/${pod.metadata.name}` }, at(pod, ['metadata'])));
   }
   out.push(...lintSmi(index));
+  out.push(...lintIdentities(index, resources));
   return out;
 }
 
