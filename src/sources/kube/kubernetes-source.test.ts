@@ -273,6 +273,11 @@ describe('version discovery', () => {
           'httproutes.policy.linkerd.io/v1beta2',
           'httproutes.gateway.networking.k8s.io/v1',
           'grpcroutes.gateway.networking.k8s.io/v1',
+          // Not served by this API server: watched at the preferred version, synced empty.
+          'traffictargets.access.smi-spec.io/v1alpha3',
+          'httproutegroups.specs.smi-spec.io/v1alpha4',
+          'tcproutes.specs.smi-spec.io/v1alpha4',
+          'udproutes.specs.smi-spec.io/v1alpha4',
         ],
       );
       assert.deepEqual(lists.sort(), ['/apis/policy.linkerd.io/v1beta1/servers', '/apis/policy.linkerd.io/v1beta2/httproutes']);
@@ -434,6 +439,11 @@ describeWithKubeKit('KubernetesSource against a real API server', () => {
         'HTTPRoute policy.linkerd.io/v1beta3',
         'HTTPRoute gateway.networking.k8s.io/v1',
         'GRPCRoute gateway.networking.k8s.io/v1',
+        // SMI CRDs are not installed: watched at the preferred version, synced empty.
+        'TrafficTarget access.smi-spec.io/v1alpha3',
+        'HTTPRouteGroup specs.smi-spec.io/v1alpha4',
+        'TCPRoute specs.smi-spec.io/v1alpha4',
+        'UDPRoute specs.smi-spec.io/v1alpha4',
       ],
     );
     // The initial state arrives as one transaction, every object heard of on the way.

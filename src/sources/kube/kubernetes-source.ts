@@ -18,7 +18,16 @@
  *   applied again.
  */
 import { type Diagnostic, deepEqual, GATEWAY_GROUP, POLICY_GROUP } from '../../core/index.js';
-import { admitDocuments, documentFromObject, type Resource, type ResourceKey, resourceKeyOf, resourceKeyString } from '../../manifest/index.js';
+import {
+  admitDocuments,
+  documentFromObject,
+  type Resource,
+  type ResourceKey,
+  resourceKeyOf,
+  resourceKeyString,
+  SMI_ACCESS_GROUP,
+  SMI_SPECS_GROUP,
+} from '../../manifest/index.js';
 import { Backoff, errorMessage, type Logger, MeshError, silentLogger } from '../../shared/index.js';
 import { BatchTimer } from '../batch-timer.js';
 import type { ChangeSummary, FileStatus, SourceSink } from '../directory-source.js';
@@ -66,6 +75,11 @@ export const WATCHED_KINDS: readonly WatchedKind[] = [
   { kind: 'HTTPRoute', group: POLICY_GROUP, plural: 'httproutes', namespaced: true, versions: ['v1beta3', 'v1beta2', 'v1beta1', 'v1alpha1'] },
   { kind: 'HTTPRoute', group: GATEWAY_GROUP, plural: 'httproutes', namespaced: true, versions: ['v1', 'v1beta1', 'v1alpha2'] },
   { kind: 'GRPCRoute', group: GATEWAY_GROUP, plural: 'grpcroutes', namespaced: true, versions: ['v1', 'v1alpha2'] },
+  // SMI access policy: watched when its CRDs exist (OSM serves TrafficTarget v1alpha3 and specs v1alpha4).
+  { kind: 'TrafficTarget', group: SMI_ACCESS_GROUP, plural: 'traffictargets', namespaced: true, versions: ['v1alpha3', 'v1alpha2', 'v1alpha1'] },
+  { kind: 'HTTPRouteGroup', group: SMI_SPECS_GROUP, plural: 'httproutegroups', namespaced: true, versions: ['v1alpha4', 'v1alpha3', 'v1alpha2', 'v1alpha1'] },
+  { kind: 'TCPRoute', group: SMI_SPECS_GROUP, plural: 'tcproutes', namespaced: true, versions: ['v1alpha4', 'v1alpha3', 'v1alpha2', 'v1alpha1'] },
+  { kind: 'UDPRoute', group: SMI_SPECS_GROUP, plural: 'udproutes', namespaced: true, versions: ['v1alpha4'] },
 ];
 
 /** The state of one object (a `FileStatus` whose `file` is the object's API path). */
