@@ -110,6 +110,11 @@ describe('ward install', () => {
         'discovery.k8s.io/endpointslices: list,watch',
         ...policy.map((p) => `${p}: list,watch`),
         ...policy.map((p) => `${p}/status: patch,update`),
+        // SMI is read, never written.
+        'access.smi-spec.io/traffictargets: list,watch',
+        'specs.smi-spec.io/httproutegroups: list,watch',
+        'specs.smi-spec.io/tcproutes: list,watch',
+        'specs.smi-spec.io/udproutes: list,watch',
       ].sort(),
     );
     assert.deepEqual(grants(ns), ['/services[ward-controller]: get', 'coordination.k8s.io/leases: create,get,update'].sort());

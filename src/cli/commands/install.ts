@@ -20,7 +20,14 @@ import {
   loadIssuer,
   validateIssuer,
 } from '../../identity/index.js';
-import { CRD_KINDS, type CustomResourceDefinition, customResourceDefinitions, WARD_PART_OF_LABEL } from '../../manifest/index.js';
+import {
+  CRD_KINDS,
+  type CustomResourceDefinition,
+  customResourceDefinitions,
+  SMI_ACCESS_GROUP,
+  SMI_SPECS_GROUP,
+  WARD_PART_OF_LABEL,
+} from '../../manifest/index.js';
 import { errorMessage, packageVersionOf } from '../../shared/index.js';
 import { type CliIo, EXIT, UsageError } from '../io.js';
 import { formatDiagnostics, palette } from '../output.js';
@@ -207,6 +214,9 @@ function clusterRules(): Record<string, unknown>[] {
     rules.push({ apiGroups: [group], resources: plurals, verbs: ['list', 'watch'] });
     rules.push({ apiGroups: [group], resources: plurals.map((p) => `${p}/status`), verbs: ['patch', 'update'] });
   }
+  // SMI access policy is read only: its CRDs belong to the SMI project, ward installs none.
+  rules.push({ apiGroups: [SMI_ACCESS_GROUP], resources: ['traffictargets'], verbs: ['list', 'watch'] });
+  rules.push({ apiGroups: [SMI_SPECS_GROUP], resources: ['httproutegroups', 'tcproutes', 'udproutes'], verbs: ['list', 'watch'] });
   rules.push({ apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] });
   return rules;
 }
