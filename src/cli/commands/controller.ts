@@ -10,7 +10,7 @@
  */
 import { hostname } from 'node:os';
 import type { Command } from '@commander-js/extra-typings';
-import { type ControllerListen, DEFAULT_LISTEN, type KubernetesControllerOptions, startController } from '../../controller/index.js';
+import { type ControllerListen, type ControllerOptions, DEFAULT_LISTEN, type KubernetesControllerOptions, startController } from '../../controller/index.js';
 import { createLogger, hasCode, packageVersionOf } from '../../shared/index.js';
 import { inClusterConfig, KubeClient, type KubeConfig, loadKubeconfig } from '../../sources/index.js';
 import { clusterConfig } from '../cluster-config.js';
@@ -57,6 +57,9 @@ export interface ControllerFlags {
   readonly adminAddr?: string;
   readonly grpcPlaintext?: boolean;
   readonly logLevel?: string;
+  readonly metricsBackend?: string;
+  readonly prometheusUrl?: string;
+  readonly scrapeInterval?: string;
 }
 
 const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -88,6 +91,12 @@ export function registerControllerCommand(program: Command, io: CliIo, result: {
     .option('--admin-addr <host:port>', `metrics, health and JSON API (default ${DEFAULT_LISTEN.admin.host}:${DEFAULT_LISTEN.admin.port})`)
     .option('--grpc-plaintext', 'serve gRPC without TLS (debugging only)')
     .option('--log-level <level>', `log level: ${LEVELS.join(', ')} (default info; WARD_LOG overrides)`)
+    .option(
+      '--metrics-backend <backend>',
+      'where `ward edges`/`stat` and the dashboard read traffic: embedded (scrape every meshed pod) or prometheus (default embedded)',
+    )
+    .option('--prometheus-url <url>', 'with --metrics-backend prometheus: the Prometheus server (e.g. http://prometheus:9090)')
+    .option('--scrape-interval <duration>', 'how often the embedded collector scrapes each pod (default 10s; WARD_SCRAPE_INTERVAL too)')
     .action(async (opts) => {
       result.status = await runController(opts as ControllerFlags, io, signals);
     });
@@ -103,6 +112,7 @@ export async function runController(flags: ControllerFlags, io: CliIo, signals: 
   if (kubernetes === undefined && flags.manifests === undefined) throw new UsageError('ward controller needs --manifests DIR or --kubernetes');
   if (kubernetes !== undefined && flags.manifests !== undefined)
     throw new UsageError('--manifests and --kubernetes exclude each other: the controller has one source');
+  const metrics = metricsSettings(flags);
   const logger = createLogger({ name: 'controller', level: (flags.logLevel as (typeof LEVELS)[number] | undefined) ?? 'info' });
   let running: Awaited<ReturnType<typeof startController>>;
   try {
@@ -115,6 +125,7 @@ export async function runController(flags: ControllerFlags, io: CliIo, signals: 
       listen,
       logger,
       grpcPlaintext: flags.grpcPlaintext === true,
+      metrics,
     });
   } catch (e) {
     logger.flush();
@@ -134,6 +145,33 @@ export async function runController(flags: ControllerFlags, io: CliIo, signals: 
   kubernetes?.client.close();
   logger.flush();
   return EXIT.ok;
+}
+
+/** `--metrics-backend`, `--prometheus-url`, `--scrape-interval`. */
+function metricsSettings(flags: ControllerFlags): NonNullable<ControllerOptions['metrics']> {
+  const backend = flags.metricsBackend ?? 'embedded';
+  if (backend !== 'embedded' && backend !== 'prometheus') throw new UsageError(`--metrics-backend "${backend}": use embedded or prometheus`);
+  let scrapeIntervalMs: number | undefined;
+  if (flags.scrapeInterval !== undefined) {
+    const m = /^(\d{1,7})(ms|s|m)?$/.exec(flags.scrapeInterval);
+    scrapeIntervalMs = m === null ? undefined : Number(m[1]) * (m[2] === 'ms' ? 1 : m[2] === 'm' ? 60_000 : 1000);
+    if (scrapeIntervalMs === undefined || scrapeIntervalMs < 100 || scrapeIntervalMs > 300_000)
+      throw new UsageError(`--scrape-interval "${flags.scrapeInterval}": give a duration from 100ms to 5m (e.g. 10s)`);
+  }
+  if (backend === 'embedded') {
+    if (flags.prometheusUrl !== undefined) throw new UsageError('--prometheus-url needs --metrics-backend prometheus');
+    return { backend, scrapeIntervalMs };
+  }
+  if (flags.prometheusUrl === undefined) throw new UsageError('--metrics-backend prometheus needs --prometheus-url URL');
+  let url: URL;
+  try {
+    url = new URL(flags.prometheusUrl);
+  } catch {
+    throw new UsageError(`--prometheus-url "${flags.prometheusUrl}" is not a URL (e.g. http://prometheus:9090)`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError(`--prometheus-url "${flags.prometheusUrl}": use http:// or https://`);
+  if (flags.scrapeInterval !== undefined) throw new UsageError("--scrape-interval is the embedded collector's: Prometheus scrapes on its own schedule");
+  return { backend, prometheusUrl: flags.prometheusUrl };
 }
 
 const PULL_POLICIES = ['Always', 'IfNotPresent', 'Never'];
