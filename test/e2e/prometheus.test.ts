@@ -22,7 +22,7 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -30,7 +30,8 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { parse, stringify } from 'yaml';
 import { kubernetesPrometheusConfig } from '../../src/cli/commands/prometheus-config.js';
-import type { Sample, SeriesQuery } from '../../src/controller/observe/metrics-backend.js';
+import type { Sample, SeriesQuery, TargetHealth } from '../../src/controller/observe/metrics-backend.js';
+import { computeEdges, computeStat, type Edge, Inventory, type StatRow } from '../../src/controller/observe/observe-views.js';
 import { PrometheusBackend, type PrometheusError } from '../../src/controller/observe/prometheus-backend.js';
 import { localMeshApi, metricSum, upControllerFlags, type WardProcess, waitFor, wardSpawn, wardSync } from './helpers.js';
 
@@ -57,6 +58,7 @@ interface PodJson {
   ip: string;
   ready: boolean;
   adminAddress: string | null;
+  identity: string | null;
 }
 
 let work: string;
@@ -69,6 +71,13 @@ let prometheus: ChildProcess | undefined;
 let prometheusLog = '';
 let promUrl: string;
 let backend: PrometheusBackend;
+/** ward up's controller (the embedded collector, scraping every second). */
+let controller: string;
+/** Start of the compared window: after round 1 was scraped by both, before round 2. */
+let t0 = 0;
+/** Round 2's cumulative latency bucket counts at the server, by upper bound. */
+let round2 = new Map<number, number>();
+const windowNow = () => (Date.now() - t0) / 1000;
 
 const podNamed = (name: string) => {
   const p = pods.find((x) => x.name === name || x.owner === `Deployment/${name}`);
@@ -150,6 +159,33 @@ async function samplesOf(metric: string, seconds: number): Promise<string> {
   const query = `${metric}{job="linkerd-proxy",workload_name="server",target_port="8080"}[${Math.ceil(seconds)}s]`;
   const res = await fetch(`${promUrl}/api/v1/query`, { method: 'POST', body: new URLSearchParams({ query }) });
   return JSON.stringify(((await res.json()) as { data: unknown }).data);
+}
+
+/** GET `path` of ward up's controller admin API (JSON). */
+async function controllerGet<T>(path: string): Promise<T> {
+  const res = await fetch(`${controller}${path}`, { signal: AbortSignal.timeout(10_000) });
+  const text = await res.text();
+  assert.equal(res.status, 200, `${path}: ${text}`);
+  return JSON.parse(text) as T;
+}
+
+/** The views' pods, from the mesh's status (a pod's ServiceAccount is its identity's first label). */
+function inventory(): Inventory {
+  return new Inventory(
+    pods.map((p) => ({
+      namespace: p.namespace,
+      name: p.name,
+      serviceAccount: p.identity?.split('.')[0] ?? 'default',
+      workload: p.owner !== null ? { kind: p.owner.split('/')[0] as string, name: p.owner.split('/')[1] as string } : { kind: 'Pod', name: p.name },
+      meshed: p.adminAddress !== null,
+      identity: p.identity,
+    })),
+  );
+}
+
+/** `n` requests over `w` seconds, give or take the window's edges: the bounds a rate must fall in. */
+function assertCount(rps: number, w: number, n: number, what: string): void {
+  assert.ok(rps * w >= n - 1e-9 && rps * w <= (n * w) / (w - EDGE_S), `${what}: ${rps}/s over ${w} s is ${rps * w}, want ${n}`);
 }
 
 async function freePort(): Promise<number> {
@@ -247,8 +283,9 @@ describe('e2e: the Prometheus metrics backend on a real Prometheus scraping ward
   before(async () => {
     work = mkdtempSync(join(tmpdir(), 'ward-e2e-prometheus-'));
     state = join(work, 'state');
-    up = wardSpawn(['up', MESH_DIR, '--state-dir', state, ...upControllerFlags(), '--first-pod-ip', FIRST_IP]);
+    up = wardSpawn(['up', MESH_DIR, '--state-dir', state, ...upControllerFlags(), '--first-pod-ip', FIRST_IP], { WARD_SCRAPE_INTERVAL: '1s' });
     ({ api, token } = await localMeshApi(up, state));
+    controller = (JSON.parse(readFileSync(join(state, 'mesh.json'), 'utf8')) as { controller: string }).controller;
     pods = await waitFor(
       `the mesh's pods to be ready (ward up: ${up.stdout()}${up.stderr()})`,
       async () => {
@@ -315,14 +352,19 @@ describe('e2e: the Prometheus metrics backend on a real Prometheus scraping ward
     // Round 1 makes every series and bucket exist.
     await round();
     await scraped(ALLOWED, DENIED);
-    // The window starts at t0 and holds a scrape of round 1's counts before round 2 begins.
-    const t0 = Date.now();
+    // The window starts at t0 and holds a scrape of round 1's counts, by Prometheus and by the
+    // embedded collector, before round 2 begins.
+    t0 = Date.now();
+    const scrapedSince = (targets: readonly TargetHealth[]) => {
+      const t = targets.find((x) => x.pod === server.name);
+      return t?.lastScrape != null && Date.parse(t.lastScrape) >= t0 + 10;
+    };
     await waitFor(
-      'a scrape of the server after t0',
-      async () => {
-        const t = (await backend.targets()).find((x) => x.pod === server.name);
-        return t?.lastScrape != null && Date.parse(t.lastScrape) >= t0 + 10 ? true : undefined;
-      },
+      'a scrape of the server after t0 by both',
+      async () =>
+        scrapedSince(await backend.targets()) && scrapedSince((await controllerGet<{ targets: TargetHealth[] }>('/api/v1/observe/targets')).targets)
+          ? true
+          : undefined,
       30_000,
       100,
     );
@@ -357,7 +399,6 @@ describe('e2e: the Prometheus metrics backend on a real Prometheus scraping ward
     // long enough: rate × window is round 2's count, plus at most what extrapolating over the
     // window's first and last scrape intervals adds.
     await waitFor('the window to be long enough', () => (Date.now() - t0 >= MIN_WINDOW_S * 1000 ? true : undefined), MIN_WINDOW_S * 1000 + 5000, 250);
-    const windowNow = () => (Date.now() - t0) / 1000;
     let w = windowNow();
     const rate = only(await backend.rate(requests, w), 'request rate');
     assert.deepEqual(rate.labels, labels);
@@ -375,7 +416,7 @@ describe('e2e: the Prometheus metrics backend on a real Prometheus scraping ward
 
     // Quantiles: Prometheus's over the rates of the buckets equal those of round 2's bucket counts.
     const b0 = buckets(before);
-    const round2 = new Map([...buckets(afterRound)].map(([le, c]) => [le, c - (b0.get(le) ?? 0)]));
+    round2 = new Map([...buckets(afterRound)].map(([le, c]) => [le, c - (b0.get(le) ?? 0)]));
     assert.equal(round2.get(Number.POSITIVE_INFINITY), ALLOWED);
     for (const q of [0.5, 0.95, 0.99]) {
       const want = histogramQuantile(q, round2);
@@ -391,6 +432,69 @@ describe('e2e: the Prometheus metrics backend on a real Prometheus scraping ward
     const quiet = { metric: 'response_latency_ms', match: { ...SERVER_HTTP, workload_name: 'server' }, by: [] };
     assert.equal(only(await backend.rate({ ...quiet, metric: 'response_latency_ms_count' }, 3), 'quiet rate').value, 0);
     assert.deepEqual(await backend.quantile(0.5, quiet, 3), []);
+  });
+
+  it("edges and stat computed over Prometheus agree with the embedded collector's", async () => {
+    const sel = { namespace: 'demo', kind: 'Deployment', name: 'server' };
+    let w = windowNow();
+    const embeddedStat = await controllerGet<{ backend: string; rows: StatRow[] }>(`/api/v1/stat?resource=deploy/server&namespace=demo&window=${w.toFixed(3)}`);
+    const promStat = await computeStat(backend, inventory(), sel, w);
+    assert.equal(embeddedStat.backend, 'embedded');
+    assert.equal(promStat.backend, 'prometheus');
+    const key = (r: StatRow) => ({
+      namespace: r.namespace,
+      kind: r.kind,
+      name: r.name,
+      port: r.port,
+      meshed: r.meshed,
+      pods: r.pods,
+      successRate: r.successRate,
+      tcpConnections: r.tcpConnections,
+    });
+    assert.deepEqual(promStat.rows.map(key), embeddedStat.rows.map(key));
+    assert.ok(promStat.rows.length > 0);
+    for (const [name, rows] of [
+      ['Prometheus', promStat.rows],
+      ['embedded', embeddedStat.rows],
+    ] as const) {
+      for (const r of rows) {
+        assertCount(r.rps, w, ALLOWED, `${name} stat rps, port ${r.port}`);
+        assertCount(r.deniedRps, w, DENIED, `${name} stat deniedRps, port ${r.port}`);
+        for (const [q, got] of [
+          [0.5, r.p50Ms],
+          [0.95, r.p95Ms],
+          [0.99, r.p99Ms],
+        ] as const) {
+          const want = histogramQuantile(q, round2);
+          assert.ok(got !== null && Math.abs(got - want) <= 1e-6 * Math.max(1, want), `${name} p${q * 100}: ${got}, round 2's buckets ${want}`);
+        }
+      }
+    }
+    console.log(`# stat rps × window: Prometheus ${(promStat.rows[0]?.rps ?? 0) * w}, embedded ${(embeddedStat.rows[0]?.rps ?? 0) * w}, for ${ALLOWED}`);
+
+    w = windowNow();
+    const embeddedEdges = await controllerGet<{ backend: string; edges: Edge[] }>(`/api/v1/edges?namespace=demo&window=${w.toFixed(3)}`);
+    const promEdges = await computeEdges(backend, inventory(), { namespace: 'demo' }, w);
+    const edgeKey = (e: Edge) => JSON.stringify([e.src, e.srcIdentity, e.dst, e.dstIdentity, e.port, e.secured, e.reason]);
+    const toServer = (edges: readonly Edge[]) => edges.filter((e) => e.dst.name === 'server' && e.port === 8080);
+    assert.deepEqual(toServer(promEdges.edges).map(edgeKey), toServer(embeddedEdges.edges).map(edgeKey));
+    assert.deepEqual(new Set(promEdges.edges.map(edgeKey)), new Set(embeddedEdges.edges.map(edgeKey)));
+    for (const [name, edges] of [
+      ['Prometheus', promEdges.edges],
+      ['embedded', embeddedEdges.edges],
+    ] as const) {
+      const fromClient = toServer(edges).find((e) => e.srcIdentity === idOf('client'));
+      const fromIntruder = toServer(edges).find((e) => e.srcIdentity === idOf('intruder'));
+      assert.ok(fromClient && fromIntruder, `${name}: ${JSON.stringify(toServer(edges))}`);
+      assert.deepEqual(
+        [fromClient.src, fromClient.secured, fromIntruder.src, fromIntruder.secured],
+        [{ namespace: 'demo', kind: 'Pod', name: 'client' }, true, { namespace: 'demo', kind: 'Pod', name: 'intruder' }, true],
+      );
+      assertCount(fromClient.rps, w, ALLOWED, `${name} client → server rps`);
+      assertCount(fromIntruder.deniedRps, w, DENIED, `${name} intruder → server deniedRps`);
+    }
+    const conns = (edges: readonly Edge[]) => toServer(edges).map((e) => e.connections);
+    assert.deepEqual(conns(promEdges.edges), conns(embeddedEdges.edges));
   });
 
   it('hostile label values match nothing; the same text unescaped would inject a series', async () => {
