@@ -18,6 +18,7 @@ import {
 } from '../sources/index.js';
 import { ControllerMetrics } from './controller-metrics.js';
 import type { ControllerOptions } from './controller-types.js';
+import { PolicyWarnings } from './policy-warnings.js';
 import type { ShutdownStack } from './shutdown-stack.js';
 
 /** The started indexes and source. */
@@ -32,6 +33,8 @@ export interface ControllerIndexes {
   readonly inForce: ReadonlyMap<string, Resource>;
   /** When the change being applied began (for the latency histogram). */
   changeStartedAt(): number;
+  /** The lint warnings of what is in force, refreshed after each batch. */
+  readonly policyWarnings: PolicyWarnings;
 }
 
 type SourceOp = { op: 'apply'; r: Resource } | { op: 'delete'; k: ResourceKey };
@@ -65,8 +68,10 @@ export async function startIndexes(
   let source: PolicySource | undefined;
   const metrics = new ControllerMetrics(registry, () => source, index);
   const sink = makeIndexSink(opts, log, { index, endpoints, metrics, source: () => source });
+  const policyWarnings = new PolicyWarnings(index, sink.inForce, log);
   const onChange = (s: { applied: number; deleted: number; files: readonly string[]; startedAtMs: number }, msg: string) => {
     if (s.applied + s.deleted > 0) log.info({ applied: s.applied, deleted: s.deleted, files: s.files.length, ms: Date.now() - s.startedAtMs }, msg);
+    if (s.applied + s.deleted > 0) policyWarnings.refresh();
     listeners.onBatch?.();
   };
   let kubernetes: KubernetesSource | undefined;
@@ -99,7 +104,7 @@ export async function startIndexes(
   // Pushed before start: a source stopped while its first list is still out ends that start.
   cleanups.push(() => src.stop());
   await src.start();
-  return { index, endpoints, source: src, kubernetes, metrics, inForce: sink.inForce, changeStartedAt: sink.changeStartedAt };
+  return { index, endpoints, source: src, kubernetes, metrics, inForce: sink.inForce, changeStartedAt: sink.changeStartedAt, policyWarnings };
 }
 
 /** The source's sink: applies each batch to both indexes and remembers the resources in force. */
