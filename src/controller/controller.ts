@@ -133,7 +133,7 @@ async function startAdmin(
           grpcTls: opts.grpcPlaintext !== true,
         }),
         files: () => src.status(),
-        resources: () => resourceEntries(indexes.inForce, src.status()),
+        resources: () => resourceEntries(indexes.inForce, src.status(), indexes.policyWarnings.current()),
         metrics: async () => ({ contentType: registry.contentType, text: await registry.metrics() }),
         identityOf: (ns, sa) => serviceAccountIdentity(cluster, ns, sa),
         routes: features.routes,
@@ -148,13 +148,13 @@ async function startAdmin(
   }
 }
 
-/** The resources in force, with the diagnostics of their file that name them. */
-function resourceEntries(inForce: ReadonlyMap<string, Resource>, files: readonly FileStatus[]): ResourceEntry[] {
+/** The resources in force, with the diagnostics of their file and the policy warnings that name them. */
+function resourceEntries(inForce: ReadonlyMap<string, Resource>, files: readonly FileStatus[], warnings: readonly Diagnostic[]): ResourceEntry[] {
   const retained = new Set<string>();
   const diagnosticsOf = new Map<string, Diagnostic[]>();
-  for (const f of files) {
-    for (const k of f.retained) retained.add(resourceKeyString(k));
-    for (const d of f.diagnostics) {
+  for (const f of files) for (const k of f.retained) retained.add(resourceKeyString(k));
+  for (const f of [...files.map((x) => x.diagnostics), warnings]) {
+    for (const d of f) {
       if (d.resource === undefined) continue;
       const id = `${d.resource.kind}|${d.resource.namespace ?? ''}|${d.resource.name}`;
       diagnosticsOf.set(id, [...(diagnosticsOf.get(id) ?? []), d]);
