@@ -113,6 +113,8 @@ function consoleFromControllerLog(line: string, started: boolean, emit: (e: Loca
     return;
   }
   if ((o.level ?? 0) < 40) return;
+  // `ward up` printed the warnings of the manifests it starts with (as `ward check` does).
+  if (o.msg === 'policy warnings' && !started) return;
   const details = Array.isArray(o.diagnostics) ? o.diagnostics.filter((d): d is string => typeof d === 'string') : [];
   const err = typeof o.err === 'string' ? `: ${o.err}` : '';
   const file = typeof o.file === 'string' && details.length === 0 ? ` (${o.file})` : '';
