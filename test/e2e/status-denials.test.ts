@@ -10,7 +10,7 @@
  *   calling through their outbound proxy.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -178,6 +178,7 @@ describe('ward status groups denials', { timeout: 180_000 }, () => {
   let token: string;
   const ipOf = new Map<string, string>();
   let webPod = '';
+  let dir = '';
 
   const localStatus = async (): Promise<{ pods: PodJson[] }> => {
     const res = await fetch(`${api}/api/v1/local/status`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(5000) });
@@ -199,7 +200,7 @@ describe('ward status groups denials', { timeout: 180_000 }, () => {
 
   before(async () => {
     work = mkdtempSync(join(tmpdir(), 'ward-status-'));
-    const dir = join(work, 'mesh');
+    dir = join(work, 'mesh');
     state = join(work, 'state');
     mkdirSync(join(dir, 'apps'), { recursive: true });
     writeFileSync(join(dir, 'apps', 'server.mjs'), SERVER_APP);
@@ -336,5 +337,47 @@ describe('ward status groups denials', { timeout: 180_000 }, () => {
     const bad = status('--kind', 'teapot');
     assert.equal(bad.status, 2);
     assert.match(bad.stderr, /--kind "teapot" is not a denial kind: use one of http403, grpc7, http404, grpc5, http500, tcp-refuse, tcp-terminate, audit/);
+  });
+  it('a live edit naming an identity that does not exist is reported on the terminal and by the controller', async () => {
+    // ward up printed its start-up warnings before starting (none here) and does not repeat them.
+    assert.doesNotMatch(up.stdout(), /policy warnings/);
+    writeFileSync(
+      join(dir, 'typo.yaml'),
+      `apiVersion: policy.linkerd.io/v1alpha1
+kind: MeshTLSAuthentication
+metadata: {name: typo, namespace: guard}
+spec:
+  identities: ["*.calers.serviceaccount.identity.linkerd.cluster.local"]
+`,
+    );
+    const line = await waitFor('the warning on the terminal', () => /^.*policy warnings\n.*\n?/m.exec(up.stdout())?.[0], 15_000, 100);
+    assert.match(line, /warning: policy warnings/);
+    assert.match(
+      up.stdout(),
+      /typo\.yaml:5:16: warning POL114 identity "\*\.calers\.serviceaccount\.identity\.linkerd\.cluster\.local" names namespace calers, which is not among the loaded resources \(did you mean namespace callers\?\) \[MeshTLSAuthentication guard\/typo\]/,
+    );
+    const controller = (JSON.parse(readFileSync(join(state, 'mesh.json'), 'utf8')) as { controller: string }).controller;
+    const res = (await (await fetch(`${controller}/api/v1/resources?namespace=guard&kind=MeshTLSAuthentication`)).json()) as {
+      resources: { name: string; diagnostics: { code: string; severity: string; source?: { line: number; col: number } }[] }[];
+    };
+    const typo = res.resources.find((r) => r.name === 'typo');
+    assert.deepStrictEqual(
+      typo?.diagnostics.map((d) => [d.code, d.severity, d.source?.line, d.source?.col]),
+      [['POL114', 'warning', 5, 16]],
+    );
+    // Fixed: the warning is gone from the API, and is not logged again.
+    const before = up.stdout().split('POL114').length;
+    writeFileSync(join(dir, 'typo.yaml'), readFileSync(join(dir, 'typo.yaml'), 'utf8').replace('*.calers.', '*.callers.'));
+    await waitFor(
+      'the warning to clear',
+      async () => {
+        const r = (await (await fetch(`${controller}/api/v1/resources?namespace=guard&kind=MeshTLSAuthentication`)).json()) as typeof res;
+        const t = r.resources.find((x) => x.name === 'typo');
+        return t !== undefined && t.diagnostics.length === 0 ? true : undefined;
+      },
+      15_000,
+      100,
+    );
+    assert.equal(up.stdout().split('POL114').length, before);
   });
 });
