@@ -59,7 +59,7 @@ export interface ExplainResult {
   /** `http400`: the proxy refuses the request target before any route (core/request-target). */
   readonly denyKind: 'http400' | 'http403' | 'http404' | 'grpc7' | 'grpc5' | 'tcp-refuse' | 'http500' | null;
   readonly level: 'http' | 'tcp';
-  readonly server: { readonly kind: 'server' | 'default'; readonly name: string };
+  readonly server: { readonly kind: 'server' | 'default' | 'traffictarget'; readonly name: string };
   readonly route: { readonly kind: string; readonly name: string } | null;
   readonly authz: { readonly group: string; readonly kind: string; readonly name: string } | null;
   readonly chain: readonly { readonly step: string; readonly detail: string }[];
@@ -123,6 +123,11 @@ function requestOf(t: ProbeTraffic): RequestInfo | undefined {
   for (const [k, v] of Object.entries(t.headers)) headers[k.toLowerCase()] = v;
   if (t.host !== undefined) headers.host = t.host;
   return { method: t.method.toUpperCase(), path: t.path, headers };
+}
+
+/** The kind explain reports: a Server, a default policy, or (SMI) the TrafficTargets governing the port. */
+function serverKind(kind: string): 'server' | 'default' | 'traffictarget' {
+  return kind === 'default' || kind === 'traffictarget' ? kind : 'server';
 }
 
 function metaRef(m: Meta): string {
@@ -197,7 +202,7 @@ export function evaluate(ws: PolicyView, p: Probe): ExplainResult {
       decision: 'deny',
       denyKind: 'tcp-refuse',
       level: 'tcp',
-      server: { kind: sm.kind === 'default' ? 'default' : 'server', name: sm.name },
+      server: { kind: serverKind(sm.kind), name: sm.name },
       route: null,
       authz: null,
       chain: [...chain, { step: 'verdict', detail: 'deny: connection closed (not HTTP)' }],
@@ -229,7 +234,7 @@ export function evaluate(ws: PolicyView, p: Probe): ExplainResult {
         decision: 'deny',
         denyKind: 'http400',
         level: 'http',
-        server: { kind: sm.kind === 'default' ? 'default' : 'server', name: sm.name },
+        server: { kind: serverKind(sm.kind), name: sm.name },
         route: null,
         authz: null,
         chain: [
@@ -288,7 +293,7 @@ export function evaluate(ws: PolicyView, p: Probe): ExplainResult {
     decision: d.allowed ? (d.isAudit ? 'audit-allow' : 'allow') : 'deny',
     denyKind: d.allowed ? null : d.kind,
     level: d.level,
-    server: { kind: sm.kind === 'default' ? 'default' : 'server', name: sm.name },
+    server: { kind: serverKind(sm.kind), name: sm.name },
     route: d.route === undefined ? null : { kind: d.route.kind === 'default' ? 'default' : d.route.kind, name: d.route.name },
     authz: d.allowed ? { group: d.authz.group, kind: d.authz.kind, name: d.authz.name } : null,
     chain,
