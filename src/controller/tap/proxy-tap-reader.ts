@@ -24,6 +24,8 @@ export type ProxyTapOutcome =
 
 /** What a reader reports. */
 export interface ProxyTapHandlers {
+  /** The proxy accepted the tap (it is subscribed: events from now on are seen). */
+  opened?(): void;
   event(e: ProxyTapEvent): void;
   /** A line that is not an event nor the end line (skipped). */
   invalid?(): void;
@@ -73,7 +75,10 @@ export function readProxyTap(
     headers: { accept: 'application/x-ndjson' },
     ...(opts.localAddress !== undefined ? { localAddress: opts.localAddress } : {}),
   }).then(
-    (res) => stream(res, signal, handlers, done),
+    (res) => {
+      handlers.opened?.();
+      stream(res, signal, handlers, done);
+    },
     (e: unknown) => {
       if (signal.aborted) {
         done({ kind: 'aborted' });

@@ -8,6 +8,9 @@
  * line). Each pod's proxy applies the filters and its own bounds (a proxy serves few taps at once:
  * a busy pod is reported as an error line, the others still stream).
  *
+ * The response's head is sent once every pod's proxy has accepted the tap or failed (within the
+ * client's connect deadline): a client that got the head knows every event from then on is seen.
+ *
  * Lines: TapEvents; `{"error":{"code","message","namespace","pod"}}` for a pod that cannot be
  * tapped (no address, denied by its policy on port 4191, unreachable, busy); the last line is
  * `{"end":{"reason","events","pods","dropped":{"rate","slow","invalid"}}}` (`rate` and `slow`
@@ -119,9 +122,21 @@ export class TapStreams {
     let droppedSlow = 0;
     let invalid = 0;
     let pending = pods.length;
+    let opening = pods.length;
     let ended = false;
-    res.writeHead(200, { 'content-type': 'application/x-ndjson', 'cache-control': 'no-store' });
-    res.flushHeaders();
+    /** Lines before the head is sent (bounded: `max` events and one error line per pod). */
+    let early: string[] | undefined = [];
+    const sendHead = (): void => {
+      if (early === undefined) return;
+      res.writeHead(200, { 'content-type': 'application/x-ndjson', 'cache-control': 'no-store' });
+      res.flushHeaders();
+      for (const l of early) res.write(l);
+      early = undefined;
+    };
+    const opened = (): void => {
+      opening--;
+      if (opening === 0) sendHead();
+    };
     const finish = (reason: TapStreamEnd): void => {
       if (ended) return;
       ended = true;
@@ -129,17 +144,26 @@ export class TapStreams {
       clearTimeout(timer);
       abort.abort();
       if (reason === 'closed') return;
+      sendHead();
       res.end(`${JSON.stringify({ end: { reason, events, pods: pods.length, dropped: { rate: droppedRate, slow: droppedSlow, invalid } } })}\n`);
     };
     const timer = setTimeout(() => finish('seconds'), seconds * 1000);
     timer.unref();
     res.once('close', () => finish('closed'));
-    const line = (v: unknown): void => {
+    const write = (text: string): boolean => {
+      if (early !== undefined) {
+        early.push(text);
+        return true;
+      }
       if (res.writableLength > TAP_MAX_BUFFERED_BYTES) {
         droppedSlow++;
-        return;
+        return false;
       }
-      res.write(`${JSON.stringify(v)}\n`);
+      res.write(text);
+      return true;
+    };
+    const line = (v: unknown): void => {
+      write(`${JSON.stringify(v)}\n`);
     };
     const upstreamDone = (): void => {
       pending--;
@@ -151,30 +175,33 @@ export class TapStreams {
           if (ended) return;
           if (pod.target === undefined) {
             line({ error: { code: 'NO_ADDRESS', message: 'the pod has no address yet', namespace: pod.namespace, pod: pod.name } });
+            opened();
             upstreamDone();
             continue;
           }
+          let isOpen = false;
           readProxyTap(
             tls,
             pod.target,
             path,
             abort.signal,
             {
+              opened: () => {
+                isOpen = true;
+                opened();
+              },
               event: (e) => {
                 if (ended) return;
                 const ev: TapEvent = withPod(e, pod.namespace, pod.name, pod.workload);
-                if (res.writableLength > TAP_MAX_BUFFERED_BYTES) {
-                  droppedSlow++;
-                  return;
-                }
+                if (!write(`${JSON.stringify(ev)}\n`)) return;
                 events++;
-                res.write(`${JSON.stringify(ev)}\n`);
                 if (events >= max) finish('max');
               },
               invalid: () => {
                 invalid++;
               },
               done: (o) => {
+                if (!isOpen) opened();
                 if (ended) return;
                 if (o.kind === 'ended' && o.end !== undefined) {
                   droppedRate += o.end.dropped.rate;
