@@ -13,6 +13,7 @@ import type { MetricsSettings } from './controller-types.js';
 import { dashboardRoutes } from './dashboard/dashboard-routes.js';
 import { observeRoutes } from './observe/observe-routes.js';
 import type { ShutdownStack } from './shutdown-stack.js';
+import { tapRoutes } from './tap/tap-routes.js';
 
 /** What feature routes may read from the running controller. */
 export interface AdminContext {
@@ -37,7 +38,7 @@ export interface FeatureRoutes {
 export function featureRoutes(ctx: AdminContext): FeatureRoutes {
   const routes: AdminRoute[] = [];
   const streams: AdminStreamRoute[] = [];
-  for (const f of [dashboardRoutes(ctx), observeRoutes(ctx)]) {
+  for (const f of [dashboardRoutes(ctx), observeRoutes(ctx), tapRoutes(ctx)]) {
     routes.push(...f.routes);
     streams.push(...f.streams);
   }
