@@ -133,6 +133,22 @@ spec:
   port: http
   proxyProtocol: HTTP/1
 ---
+# The proxies' admin port is open (metrics, tap), as in the emojivoto lockdown.
+apiVersion: policy.linkerd.io/v1beta3
+kind: Server
+metadata: {name: admin, namespace: guard}
+spec:
+  podSelector: {}
+  port: linkerd-admin
+  proxyProtocol: HTTP/1
+---
+apiVersion: policy.linkerd.io/v1alpha1
+kind: AuthorizationPolicy
+metadata: {name: admin-everyone, namespace: guard}
+spec:
+  targetRef: {group: policy.linkerd.io, kind: Server, name: admin}
+  requiredAuthenticationRefs: []
+---
 apiVersion: policy.linkerd.io/v1beta3
 kind: HTTPRoute
 metadata: {name: web-api, namespace: guard}
@@ -379,5 +395,43 @@ spec:
       100,
     );
     assert.equal(up.stdout().split('POL114').length, before);
+  });
+  it("--controller reads the controller's /api/v1/denials: the same grouping", async () => {
+    const controller = (JSON.parse(readFileSync(join(state, 'mesh.json'), 'utf8')) as { controller: string }).controller;
+    // The first call starts the controller's feed; it covers what happens from then on.
+    const first = status('--controller', controller, '-o', 'json');
+    assert.equal(first.status, 0, first.stderr);
+    assert.ok(Array.isArray((JSON.parse(first.stdout) as { groups: unknown }).groups));
+    await waitFor(
+      'the feed to watch the web pod',
+      async () => {
+        const r = (await (await fetch(`${controller}/api/v1/denials`)).json()) as { watched: number; unwatched: { pod: string }[] };
+        return r.watched >= 4 && !r.unwatched.some((u) => u.pod === webPod) ? true : undefined;
+      },
+      20_000,
+      200,
+    );
+    // Taps attach asynchronously; repeat until the controller saw two of this caller's denials.
+    const g = await waitFor(
+      'a group of two denials through the controller',
+      async () => {
+        assert.equal(await call('intruder', `${WEB_API}/again`), 403);
+        const r = status('--controller', controller, '-o', 'json', '-n', 'guard', '--kind', 'http403');
+        assert.equal(r.status, 0, r.stderr);
+        const groups = (JSON.parse(r.stdout) as { groups: DenialGroup[] }).groups;
+        return groups.find((x) => x.clientId === idOf('callers', 'intruder') && x.count >= 2);
+      },
+      30_000,
+      300,
+    );
+    assert.deepStrictEqual(
+      [g.namespace, g.workload, g.port, g.route, g.decision],
+      ['guard', { kind: 'Deployment', name: 'web' }, 8080, 'HTTPRoute/web-api', 'deny'],
+    );
+    assert.equal(g.example.path, '/api/items/again');
+    const text = status('--controller', controller, '-n', 'guard');
+    assert.equal(text.status, 0, text.stderr);
+    assert.match(text.stdout, /^denials seen by the controller at http:\/\/127\.0\.0\.1:\d+ \(watching \d+ pods\)\n/);
+    assert.match(text.stdout, /RECENT DENIALS\n.*\n.* guard\/deploy\/web +8080 +intruder\.callers\S+ +http403 +server\/web-http +HTTPRoute\/web-api/);
   });
 });

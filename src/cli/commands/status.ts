@@ -143,15 +143,28 @@ async function runControllerStatus(base: URL, filter: DenialFilter, output: stri
   if (filter.namespace !== undefined) q.set('namespace', filter.namespace);
   if (filter.pod !== undefined) q.set('pod', filter.pod);
   if (filter.kind !== undefined) q.set('kind', filter.kind);
-  const body = (await callController(base, `/api/v1/denials${q.size > 0 ? `?${q}` : ''}`)) as { groups?: unknown };
+  const body = (await callController(base, `/api/v1/denials${q.size > 0 ? `?${q}` : ''}`)) as ControllerDenials;
   if (!Array.isArray(body.groups)) throw new UsageError(`the controller at ${base.origin} answered /api/v1/denials without "groups" (an older controller?)`);
-  const groups = body.groups as DenialGroup[];
   if (output === 'json') {
-    io.out(json({ groups }));
+    io.out(json(body));
     return EXIT.ok;
   }
-  printGroups(groups, io, palette(io.color));
+  const p = palette(io.color);
+  io.out(`denials seen by the controller at ${base.origin}`);
+  if (typeof body.watched === 'number') io.out(` (watching ${body.watched} pods)`);
+  io.out('\n\n');
+  printGroups(body.groups, io, p);
+  for (const u of body.unwatched ?? []) io.out(p.yellow(`not watched: ${u.namespace}/${u.pod}: ${u.message} (${u.code})\n`));
+  if ((body.dropped ?? 0) > 0) io.out(p.dim(`(${body.dropped} events were dropped by the proxies' rate caps; counts are a sample)\n`));
   return EXIT.ok;
+}
+
+/** `/api/v1/denials`'s answer (the fields `ward status` reads). */
+interface ControllerDenials {
+  readonly groups: readonly DenialGroup[];
+  readonly watched?: number;
+  readonly unwatched?: readonly { readonly namespace: string; readonly pod: string; readonly code: string; readonly message: string }[];
+  readonly dropped?: number;
 }
 
 /** `emojivoto/deploy/web`: a workload as people type it. */
