@@ -16,13 +16,14 @@
  */
 import { serviceAccountIdentity } from '../../core/index.js';
 import { parseResourceArg, QueryError } from '../../index/index.js';
-import { errorMessage } from '../../shared/index.js';
+import { errorMessage, MeshError } from '../../shared/index.js';
 import { type AdminResponse, type AdminRoute, apiError } from '../admin-api.js';
 import type { AdminContext, FeatureRoutes } from '../admin-routes.js';
 import type { MetricsSettings } from '../controller-types.js';
 import { EmbeddedCollector, targetsFromIndex, workloadOfPod } from './embedded-collector.js';
 import type { MetricsBackend } from './metrics-backend.js';
 import { computeAuthzStat, computeEdges, computeStat, Inventory, type InventoryPod, type ViewSelector } from './observe-views.js';
+import { PrometheusBackend } from './prometheus-backend.js';
 import { controllerProxyAdminTls } from './proxy-admin-client.js';
 
 /** Default view window, seconds. */
@@ -115,13 +116,10 @@ function selectorOf(q: URLSearchParams, required: boolean): ViewSelector {
 }
 
 /** The collector or Prometheus, per the settings. */
-async function createBackend(ctx: AdminContext, settings: MetricsSettings | undefined): Promise<MetricsBackend> {
+function createBackend(ctx: AdminContext, settings: MetricsSettings | undefined): MetricsBackend {
   if (settings?.backend === 'prometheus') {
-    if (settings.prometheusUrl === undefined) throw new Error('--metrics-backend prometheus needs --prometheus-url');
-    // Loaded by path so that this module does not depend on the Prometheus client at build time.
-    const spec = './prometheus-backend.js';
-    const mod = (await import(spec)) as { PrometheusBackend: new (o: { url: string }) => MetricsBackend };
-    return new mod.PrometheusBackend({ url: settings.prometheusUrl });
+    if (settings.prometheusUrl === undefined) throw new MeshError('ERR_METRICS_BACKEND', '--metrics-backend prometheus needs --prometheus-url');
+    return new PrometheusBackend({ url: settings.prometheusUrl });
   }
   const collector = new EmbeddedCollector({
     targets: () => targetsFromIndex(ctx.indexes.index, ctx.cluster),
@@ -137,19 +135,20 @@ async function createBackend(ctx: AdminContext, settings: MetricsSettings | unde
 
 /** The traffic views' routes; the embedded collector starts now (stopped by `ctx.cleanups`). */
 export function observeRoutes(ctx: AdminContext): FeatureRoutes {
-  const backendPromise = createBackend(ctx, ctx.metrics);
-  // Reported once, at start; every request then answers 503 with the reason.
-  backendPromise.catch((e: unknown) => ctx.log.error({ err: errorMessage(e) }, 'the metrics backend cannot start; edges and stat are unavailable'));
+  let backend: MetricsBackend | undefined;
+  let failure = '';
+  try {
+    backend = createBackend(ctx, ctx.metrics);
+  } catch (e) {
+    // Reported once, at start; every request then answers 503 with the reason.
+    failure = errorMessage(e);
+    ctx.log.error({ err: failure }, 'the metrics backend cannot start; edges and stat are unavailable');
+  }
   const maxWindow = (b: MetricsBackend) => (b instanceof EmbeddedCollector ? b.retentionMs / 1000 : MAX_WINDOW_SECONDS);
   const route = (path: string, answer: (b: MetricsBackend, q: URLSearchParams) => Promise<unknown>): AdminRoute => ({
     path,
     async handle(url) {
-      let backend: MetricsBackend;
-      try {
-        backend = await backendPromise;
-      } catch (e) {
-        return apiError(503, 'UNAVAILABLE', `the metrics backend is not running: ${errorMessage(e)}`);
-      }
+      if (backend === undefined) return apiError(503, 'UNAVAILABLE', `the metrics backend is not running: ${failure}`);
       try {
         return json(200, await answer(backend, url.searchParams));
       } catch (e) {
