@@ -42,6 +42,11 @@ const MESSAGES: Readonly<Record<string, string | undefined>> = {
 /** The reason given to an audited request (the proxy logs none: it was allowed). */
 export const AUDIT_REASON = 'allowed only by the audit default policy';
 
+/** Whether `ms` is a time `Date` can print (a log line may carry any number). */
+function isValidTimeMs(ms: number): boolean {
+  return Number.isFinite(ms) && Math.abs(ms) <= 8.64e15;
+}
+
 function str(v: unknown): string | undefined {
   return typeof v === 'string' ? v : undefined;
 }
@@ -75,7 +80,7 @@ export function parseDenial(line: string, namespace: string, pod: string): Denia
   if (typeof o !== 'object' || o === null) return undefined;
   const msg = str(o.msg);
   const family = msg === undefined ? undefined : MESSAGES[msg];
-  if (family === undefined || typeof o.port !== 'number') return undefined;
+  if (family === undefined || typeof o.port !== 'number' || !Number.isInteger(o.port) || o.port < 0 || o.port > 65535) return undefined;
   const authz = ref(o.authz);
   // Other permits are logged at debug; only an audit permit is a would-be denial.
   if (family === 'audit' && authz !== 'default/audit') return undefined;
@@ -85,7 +90,8 @@ export function parseDenial(line: string, namespace: string, pod: string): Denia
   const decision = family === 'audit' ? 'audit' : 'deny';
   const tls = str(o.tls);
   const clientId = tls?.startsWith('mtls ') === true && tls !== 'mtls -' ? tls.slice('mtls '.length) : null;
-  const time = typeof o.time === 'string' ? o.time : typeof o.time === 'number' ? new Date(o.time).toISOString() : new Date().toISOString();
+  const time =
+    typeof o.time === 'string' ? o.time : typeof o.time === 'number' && isValidTimeMs(o.time) ? new Date(o.time).toISOString() : new Date().toISOString();
   const method = str(o.method);
   const path = str(o.path);
   return {

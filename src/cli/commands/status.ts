@@ -145,6 +145,8 @@ async function runControllerStatus(base: URL, filter: DenialFilter, output: stri
   if (filter.kind !== undefined) q.set('kind', filter.kind);
   const body = (await callController(base, `/api/v1/denials${q.size > 0 ? `?${q}` : ''}`)) as ControllerDenials;
   if (!Array.isArray(body.groups)) throw new UsageError(`the controller at ${base.origin} answered /api/v1/denials without "groups" (an older controller?)`);
+  const bad = body.groups.findIndex((g) => !isDenialGroup(g));
+  if (bad !== -1) throw new UsageError(`the controller at ${base.origin} answered /api/v1/denials with a malformed group (groups[${bad}])`);
   if (output === 'json') {
     io.out(json(body));
     return EXIT.ok;
@@ -157,6 +159,37 @@ async function runControllerStatus(base: URL, filter: DenialFilter, output: stri
   for (const u of body.unwatched ?? []) io.out(p.yellow(`not watched: ${u.namespace}/${u.pod}: ${u.message} (${u.code})\n`));
   if ((body.dropped ?? 0) > 0) io.out(p.dim(`(${body.dropped} events were dropped by the proxies' rate caps; counts are a sample)\n`));
   return EXIT.ok;
+}
+
+/** Whether a controller's group has the fields the text output reads, with their types. */
+function isDenialGroup(g: unknown): g is DenialGroup {
+  if (typeof g !== 'object' || g === null) return false;
+  const o = g as Record<string, unknown>;
+  const strOrNull = (v: unknown) => v === null || typeof v === 'string';
+  const w = o.workload as Record<string, unknown> | null | undefined;
+  const ex = o.example as Record<string, unknown> | null | undefined;
+  return (
+    typeof o.namespace === 'string' &&
+    typeof w === 'object' &&
+    w !== null &&
+    typeof w.kind === 'string' &&
+    typeof w.name === 'string' &&
+    typeof o.port === 'number' &&
+    typeof o.client === 'string' &&
+    strOrNull(o.clientId) &&
+    strOrNull(o.server) &&
+    strOrNull(o.route) &&
+    strOrNull(o.reason) &&
+    typeof o.kind === 'string' &&
+    (o.decision === 'deny' || o.decision === 'audit') &&
+    typeof o.count === 'number' &&
+    typeof o.lastSeen === 'string' &&
+    typeof ex === 'object' &&
+    ex !== null &&
+    strOrNull(ex.method) &&
+    strOrNull(ex.path) &&
+    typeof ex.clientAddr === 'string'
+  );
 }
 
 /** `/api/v1/denials`'s answer (the fields `ward status` reads). */
