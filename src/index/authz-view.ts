@@ -35,7 +35,7 @@ export interface AuthzEntry {
 /** One port of a pod in the view. */
 export interface PortView {
   readonly port: number;
-  readonly server: { readonly kind: 'default' | 'server'; readonly name: string };
+  readonly server: { readonly kind: 'default' | 'server' | 'traffictarget'; readonly name: string };
   readonly protocol: string;
   readonly authorizations: readonly AuthzEntry[];
   readonly routes: readonly { readonly kind: string; readonly name: string; readonly authorizations: readonly AuthzEntry[] }[];
@@ -75,7 +75,7 @@ function routesOf(s: InboundServer): readonly (HttpRoute | GrpcRoute)[] {
 export function portView(port: number, s: InboundServer, localhost: Authorization = LOCALHOST_AUTHZ): PortView {
   return {
     port,
-    server: { kind: s.meta.kind === 'default' ? 'default' : 'server', name: s.meta.name },
+    server: { kind: s.meta.kind === 'default' || s.meta.kind === 'traffictarget' ? s.meta.kind : 'server', name: s.meta.name },
     protocol: PROTOCOL_LABELS[s.protocol.kind],
     authorizations: [...s.authorizations, localhost].map(authzEntry),
     routes: routesOf(s).map((r) => ({ kind: r.meta.kind, name: r.meta.name, authorizations: r.authorizations.map(authzEntry) })),
