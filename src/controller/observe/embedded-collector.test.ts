@@ -40,7 +40,8 @@ describe('EmbeddedCollector', () => {
   it('labels every series with its pod, renames exposed pod labels, and answers rates between scrapes', async () => {
     let n = 0;
     const address = await pod(
-      () => `# TYPE request_total counter\nrequest_total{direction="inbound",namespace="spoofed",pod="other"} ${n}\n# TYPE tcp_open_connections gauge\ntcp_open_connections 3\n`,
+      () =>
+        `# TYPE request_total counter\nrequest_total{direction="inbound",namespace="spoofed",pod="other"} ${n}\n# TYPE tcp_open_connections gauge\ntcp_open_connections 3\n`,
     );
     let now = 0;
     const registry = createRegistry();
@@ -49,7 +50,10 @@ describe('EmbeddedCollector', () => {
     n = 50;
     now = 10_000;
     await c.scrapeAll();
-    const rates = await c.rate({ metric: 'request_total', by: ['namespace', 'pod', 'workload_kind', 'workload_name', 'exported_namespace', 'exported_pod'] }, 60);
+    const rates = await c.rate(
+      { metric: 'request_total', by: ['namespace', 'pod', 'workload_kind', 'workload_name', 'exported_namespace', 'exported_pod'] },
+      60,
+    );
     assert.deepEqual(
       rates.map((s) => ({ ...s.labels, value: s.value })),
       [{ namespace: 'demo', pod: 'web-0', workload_kind: 'Deployment', workload_name: 'web', exported_namespace: 'spoofed', exported_pod: 'other', value: 5 }],
@@ -80,7 +84,7 @@ describe('EmbeddedCollector', () => {
     await c.scrapeAll();
     const health = new Map((await c.targets()).map((t) => [t.pod, t]));
     assert.match(health.get('denied-0')?.error ?? '', /^denied by the pod's policy on port 4191: the pod has no mesh identity/);
-    assert.match(health.get('garbage-0')?.error ?? '', /not valid exposition text: line 1: PROM_BAD_NAME expected a label name);
+    assert.match(health.get('garbage-0')?.error ?? '', /not valid exposition text: line 1: PROM_BAD_NAME expected a label name/);
     assert.match(health.get('big-0')?.error ?? '', /PROM_TOO_MANY_SERIES more than 10 series/);
     assert.match(health.get('gone-0')?.error ?? '', /cannot reach the proxy admin server at 127\.0\.0\.1:1/);
     assert.ok([...health.values()].every((t) => !t.up && t.lastScrape !== null));
