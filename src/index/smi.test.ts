@@ -111,6 +111,26 @@ describe('SMI TrafficTargets compile into the inbound values the proxy enforces'
     assert.equal(verdict(request(v, id('web'), 'GET', '/beta/x', { cookie: 'type=outsider' })), 'deny http403');
   });
 
+  it('a match without pathRegex admits every path (OSM reads it as .*), ahead of the catch-all route', () => {
+    const headerOnly = `apiVersion: specs.smi-spec.io/v1alpha2
+kind: HTTPRouteGroup
+metadata: {name: insiders, namespace: app}
+matches: [{name: cookie, headers: {cookie: "type=insider"}}, {name: any}]
+---
+`;
+    const index = indexOf(
+      API_POD +
+        headerOnly +
+        tt('bot-any', '[{kind: HTTPRouteGroup, name: insiders, matches: [any]}]', ['bot']) +
+        tt('web-insiders', '[{kind: HTTPRouteGroup, name: insiders, matches: [cookie]}]', ['web']),
+    );
+    const v = portValue(index, 8080);
+    assert.equal(verdict(request(v, id('bot'), 'PUT', '/a/b')), 'allow insiders:any traffictarget/bot-any');
+    assert.equal(verdict(request(v, id('bot'), 'GET', '/')), 'allow insiders:any traffictarget/bot-any');
+    assert.equal(verdict(request(v, id('web'), 'GET', '/x', { cookie: 'type=insider' })), 'allow insiders:cookie traffictarget/web-insiders');
+    assert.equal(verdict(request(v, id('web'), 'GET', '/x')), 'deny http403');
+  });
+
   it('v1alpha1/v1alpha2 destination.port limits the TrafficTarget to that port (number or container port name)', () => {
     const byNumber = indexOf(API_POD + ROUTES + tt('web-api', '[{kind: HTTPRouteGroup, name: api-routes}]', ['web'], ', port: 8080', 'v1alpha2'));
     assert.equal(portValue(byNumber, 8080).meta.kind, 'traffictarget');

@@ -88,7 +88,8 @@ export interface SmiContext {
 /** Compiles one match into engine matches. */
 export function compileSmiMatch(group: string, m: SmiHttpMatch): SmiCompiledMatch {
   const base: HttpRouteMatch = {
-    ...(m.pathRegex !== undefined && m.pathRegex !== '' ? { path: { kind: 'regex' as const, value: m.pathRegex } } : {}),
+    // No pathRegex is OSM's `.*`: a path condition, so the match outranks the catch-all route.
+    path: { kind: 'regex' as const, value: m.pathRegex !== undefined && m.pathRegex !== '' ? m.pathRegex : '.*' },
     headers: (m.headers ?? [])
       .map((h) => ({ name: h.name.toLowerCase(), kind: 'regex' as const, value: h.value }))
       .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)),
