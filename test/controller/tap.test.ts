@@ -142,7 +142,7 @@ describe('controller tap over proxies', () => {
       admins.push(admin);
     }
     view = { config, index };
-    streams = new TapStreams({ view: () => view, tls: async () => tls, log: silentLogger() });
+    streams = new TapStreams({ view: () => view, tls: () => Promise.resolve(tls), log: silentLogger() });
     server = createServer((req, res) => streams.handle(req, res, new URL(req.url ?? '/', 'http://controller')));
     server.listen(0, '127.0.0.1');
     await once(server, 'listening');
@@ -214,7 +214,7 @@ describe('controller tap over proxies', () => {
   });
 
   it('the denial feed taps every pod, groups repeated denials, lists pods it cannot watch, and stops', async () => {
-    const feed = new DenialFeed({ view: () => view, tls: async () => tls, log: silentLogger(), resyncMs: 200 });
+    const feed = new DenialFeed({ view: () => view, tls: () => Promise.resolve(tls), log: silentLogger(), resyncMs: 200 });
     try {
       await feed.start();
       await waitFor(() => hubs.get('web-0')?.subscribers === 1 && hubs.get('web-1')?.subscribers === 1, 'the feed to tap web', WAIT_MS);
