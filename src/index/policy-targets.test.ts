@@ -160,7 +160,7 @@ describe('policyTargetsView', () => {
     const r = policyTargetsView(view, 'Server', 'web-http', 'app');
     assert.deepStrictEqual(rows(r), ['web-0:8080 server/web-http *', 'web-1:8080 server/web-http *']);
     const o = one(r);
-    assert.equal(o.summary, 'pods app=web, port name "http", HTTP/1');
+    assert.equal(o.summary, 'selects pods app=web, port name "http", HTTP/1');
     // In the order the proxy evaluates them: the Server's own, then the namespace's.
     assert.deepStrictEqual(o.authorizations, ['authorizationpolicy/web-clients', 'authorizationpolicy/everything']);
     assert.deepStrictEqual(o.notes, ['routes: httproute/web-api (requests matching no route are denied with 404)']);

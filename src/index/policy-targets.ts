@@ -169,11 +169,15 @@ function serverView(view: PolicyView, s: Server): PolicyObjectView {
   const name = s.metadata.name;
   const selector = s.spec.podSelector;
   const portText = typeof s.spec.port === 'number' ? `port ${s.spec.port}` : `port name "${s.spec.port}"`;
+  const selects = (sel: LabelSelector | undefined, what: string) => {
+    const d = describeSelector(sel);
+    return d === 'every pod' ? `every ${what}` : `${what}s ${d}`;
+  };
   const summary =
     selector === undefined
-      ? `external workloads ${describeSelector(s.spec.externalWorkloadSelector)}, ${portText}, ${s.spec.proxyProtocol}`
-      : `pods ${describeSelector(selector)}, ${portText}, ${s.spec.proxyProtocol}`;
-  const via = `podSelector ${describeSelector(selector)}, ${portText}`;
+      ? `selects ${selects(s.spec.externalWorkloadSelector, 'external workload')}, ${portText}, ${s.spec.proxyProtocol}`
+      : `selects ${selects(selector, 'pod')}, ${portText}, ${s.spec.proxyProtocol}`;
+  const via = `podSelector ${describeSelector(selector) === 'every pod' ? '{} (every pod)' : describeSelector(selector)}, ${portText}`;
   const rows: PolicyTargetRow[] = [];
   const authorizations = new Set<string>();
   const routes = new Set<string>();
@@ -191,7 +195,8 @@ function serverView(view: PolicyView, s: Server): PolicyObjectView {
         rows.push({ ...base, port: b.port, server: `server/${name}`, via, active: true });
         const cell = view.index.peek(ns, p.name, b.port);
         for (const a of cell?.value.authorizations ?? []) authorizations.add(refName(a.meta));
-        for (const r of cell === undefined ? [] : routesOf(cell.value)) routes.add(refName(r.meta));
+        // The routes a Server without routes of its own gets (default, probe) match what they must.
+        for (const r of cell === undefined ? [] : routesOf(cell.value)) if (r.meta.kind !== 'default') routes.add(refName(r.meta));
       } else if (b.losers.includes(name)) {
         matched = true;
         rows.push({ ...base, port: b.port, server: `server/${b.server}`, via, active: false, note: `Server ${b.server} binds this port instead` });
