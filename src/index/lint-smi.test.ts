@@ -107,6 +107,34 @@ spec:
     ]);
   });
 
+  it('warns when one request satisfies matches of TrafficTargets with different sources (the proxy decides on one)', () => {
+    const found = lint(`${POD}apiVersion: specs.smi-spec.io/v1alpha4
+kind: HTTPRouteGroup
+metadata: {name: routes, namespace: app}
+spec:
+  matches: [{name: all, pathRegex: /api/.*}, {name: v1, pathRegex: /api/v1, methods: [GET]}, {name: other, pathRegex: /other}]
+---
+apiVersion: access.smi-spec.io/v1alpha3
+kind: TrafficTarget
+metadata: {name: web, namespace: app}
+spec:
+  destination: {kind: ServiceAccount, name: api}
+  rules: [{kind: HTTPRouteGroup, name: routes, matches: [all, other]}]
+  sources: [{kind: ServiceAccount, name: web}]
+---
+apiVersion: access.smi-spec.io/v1alpha3
+kind: TrafficTarget
+metadata: {name: bot, namespace: app}
+spec:
+  destination: {kind: ServiceAccount, name: api}
+  rules: [{kind: HTTPRouteGroup, name: routes, matches: [v1, other]}]
+  sources: [{kind: ServiceAccount, name: bot}]
+`).filter((f) => !f.startsWith('SMI010') && !f.startsWith('SMI008'));
+    assert.deepEqual(found, [
+      'SMI013@19:10 on pod app/api-0 port 8080, GET /api/v1 matches routes:v1 and routes:all; the proxy picks routes:v1 alone, so sources only routes:all admits are denied there',
+    ]);
+  });
+
   it('finds nothing where no SMI object exists', () => {
     assert.deepEqual(lint(POD), []);
   });

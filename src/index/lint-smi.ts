@@ -3,9 +3,20 @@
  * ward cannot identify (SMI004, SMI005), destinations without pods (SMI006), and the traps of
  * running SMI on ward's engine: a Linkerd Server on a governed port (it wins: SMI007), HTTP
  * rules on an opaque port (SMI008), UDPRoutes (SMI009), a literal pathRegex read as a prefix
- * (SMI010), a TrafficTarget that admits nothing (SMI011).
+ * (SMI010), a TrafficTarget that admits nothing (SMI011), and matches of TrafficTargets with
+ * different sources that one request satisfies together, where the proxy decides on one (SMI013).
  */
-import { type Diagnostic, type DiagnosticCode, diagnostic } from '../core/index.js';
+import {
+  compileHttpRoutes,
+  type Diagnostic,
+  type DiagnosticCode,
+  diagnostic,
+  type HttpRoute,
+  httpRouteMismatch,
+  httpRoutesOf,
+  type RouteRequest,
+  selectHttpRoute,
+} from '../core/index.js';
 import { type SmiResource, smiFieldPath, smiPositionOf, type TrafficTarget } from '../manifest/index.js';
 import type { PodInfo } from './pod.js';
 import type { PolicyIndex } from './policy-index.js';
@@ -44,8 +55,73 @@ export function lintSmi(index: PolicyIndex): Diagnostic[] {
       lintReferences(tt, smi, report);
       lintTarget(index, tt, t, pods, report);
     }
+    lintOverlaps(index, ns, pods, smi.targets, report);
   }
   return out;
+}
+
+/** Request paths a path regex surely or likely matches: its text with wildcards filled in. */
+function samplePaths(regex: string): string[] {
+  const out = new Set<string>();
+  for (const fill of ['', 'x', 'x/y']) {
+    const text = regex
+      .replace(/^\^|\$$/g, '')
+      .replace(/\((?:\?:)?([^()|]*)\|[^()]*\)/g, '$1')
+      .replace(/\.[*+]|\[[^\]]*\][*+]/g, (m) => (m.endsWith('+') && fill === '' ? 'x' : fill))
+      .replace(/[()?]/g, '')
+      .replace(/\\(.)/g, '$1');
+    if (text.startsWith('/')) out.add(text);
+  }
+  return [...out];
+}
+
+/**
+ * SMI013: on each governed port, two SMI routes whose authorizations differ and that one request
+ * (a sample of either's path regex, a method both allow, no headers) satisfies together: the
+ * proxy decides on the one it selects, so sources only the other admits are denied there.
+ */
+function lintOverlaps(index: PolicyIndex, ns: string, pods: readonly PodInfo[], targets: ReadonlyMap<string, TrafficTarget>, report: Report): void {
+  const seen = new Set<string>();
+  for (const p of pods) {
+    for (const port of index.ports(ns, p.name)) {
+      const value = index.peek(ns, p.name, port)?.value;
+      if (value === undefined || value.meta.kind !== 'traffictarget') continue;
+      const routes = (httpRoutesOf(value.protocol) ?? []).filter((r) => r.meta.kind === 'httproutegroup');
+      if (routes.length < 2) continue;
+      const table = compileHttpRoutes(routes, (r) => r);
+      const authzNames = (r: HttpRoute) => r.authorizations.map((a) => a.meta.name).join(',');
+      for (const a of table.routes) {
+        for (const b of table.routes) {
+          if (a.index >= b.index || authzNames(a.route) === authzNames(b.route)) continue;
+          const key = `${p.serviceAccount}|${port}|${a.route.meta.name}|${b.route.meta.name}`;
+          if (seen.has(key)) continue;
+          const req = overlapRequest(a.route, b.route, (rr) => httpRouteMismatch(a, rr) === undefined && httpRouteMismatch(b, rr) === undefined);
+          if (req === undefined) continue;
+          seen.add(key);
+          const winner = selectHttpRoute(table, req)?.route.route ?? a.route;
+          const loser = winner === a.route ? b.route : a.route;
+          const shut = loser.authorizations.find((x) => !winner.authorizations.some((w) => w.meta.name === x.meta.name));
+          const tt = shut === undefined ? undefined : targets.get(shut.meta.name);
+          if (tt === undefined) continue;
+          const params = { pod: `${ns}/${p.name}`, port, request: `${req.method} ${req.path}`, first: winner.meta.name, second: loser.meta.name };
+          report('SMI013', params, tt, ['spec', 'rules']);
+        }
+      }
+    }
+  }
+}
+
+function overlapRequest(a: HttpRoute, b: HttpRoute, both: (rr: RouteRequest) => boolean): RouteRequest | undefined {
+  const matches = [...a.rules, ...b.rules].flatMap((r) => r.matches);
+  const paths = new Set(matches.flatMap((m) => (m.path?.kind === 'regex' ? samplePaths(m.path.value) : m.path !== undefined ? [m.path.value] : ['/'])));
+  const methods = new Set(['GET', ...matches.flatMap((m) => (m.method !== undefined ? [m.method] : []))]);
+  for (const path of paths) {
+    for (const method of methods) {
+      const rr: RouteRequest = { method, path, query: '', host: '', headers: {} };
+      if (both(rr)) return rr;
+    }
+  }
+  return undefined;
 }
 
 function lintReferences(tt: TrafficTarget, smi: NonNullable<ReturnType<PolicyIndex['smi']>>, report: Report): void {
