@@ -23,7 +23,7 @@ import { type Counter, errorMessage, type Logger, promClient, type Registry, sil
 import type { MetricsBackend, Sample, SeriesQuery, TargetHealth } from './metrics-backend.js';
 import { DEFAULT_PROMETHEUS_TEXT_LIMITS, isCumulative, parsePrometheusText } from './prometheus-text.js';
 import { PROXY_ADMIN_PORT, ProxyAdminError, type ProxyAdminTls, readProxyAdminBody, requestProxyAdmin } from './proxy-admin-client.js';
-import { histogramQuantile, latestOver, rateOver, type ScrapedSeries, TARGET_LABELS, TargetWindow } from './series-window.js';
+import { detachString, histogramQuantile, latestOver, rateOver, type ScrapedSeries, TARGET_LABELS, TargetWindow } from './series-window.js';
 
 /** A pod to scrape. */
 export interface CollectorTarget {
@@ -328,10 +328,18 @@ export class EmbeddedCollector implements MetricsBackend {
       const podLabels: Record<string, string> = { namespace: t.namespace, pod: t.pod, workload_kind: t.workloadKind, workload_name: t.workloadName };
       const series: ScrapedSeries[] = [];
       for (const sample of parsed.samples) {
-        const labels = Object.create(null) as Record<string, string>;
-        for (const k in sample.labels) labels[NOT_EXPOSED.has(k) ? `exported_${k}` : k] = sample.labels[k] as string;
-        Object.assign(labels, podLabels);
-        series.push({ name: sample.name, labels: Object.freeze(labels), value: sample.value, cumulative: isCumulative(sample.name, parsed.types) });
+        series.push({
+          name: sample.name,
+          key: sample.key,
+          // Built only for a series the window does not hold yet.
+          get labels() {
+            const labels = Object.create(null) as Record<string, string>;
+            for (const k in sample.labels) labels[detachString(NOT_EXPOSED.has(k) ? `exported_${k}` : k)] = detachString(sample.labels[k] as string);
+            return Object.freeze(Object.assign(labels, podLabels));
+          },
+          value: sample.value,
+          cumulative: isCumulative(sample.name, parsed.types),
+        });
       }
       let total = 0;
       for (const other of this.#states.values()) if (other !== s) total += other.window.size;

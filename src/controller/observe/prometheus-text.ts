@@ -19,6 +19,8 @@ export type MetricType = 'counter' | 'gauge' | 'histogram' | 'summary' | 'untype
 export interface ParsedSample {
   readonly name: string;
   readonly labels: Readonly<Record<string, string>>;
+  /** The name and label text as written: the same series gives the same key in every scrape of a pod. */
+  readonly key: string;
   readonly value: number;
   /** Milliseconds since the epoch, when the line has one. */
   readonly timestampMs?: number;
@@ -209,22 +211,24 @@ function parseLabels(l: Line): Record<string, string> {
 }
 
 function parseSample(l: Line): ParsedSample {
+  const start = l.pos;
   const name = l.name(true, 'metric name');
   const labels = l.text.charCodeAt(l.pos) === 123 ? parseLabels(l) : (Object.create(null) as Record<string, string>);
   const before = l.pos;
+  const key = l.text.slice(start, before);
   l.skipBlanks();
   if (l.pos === before && l.pos < l.text.length) throw new LineError('PROM_BAD_VALUE', `expected a blank before the value at column ${l.pos + 1}`);
   const valueText = l.token();
   const value = parseFloatToken(valueText);
   if (value === undefined) throw new LineError('PROM_BAD_VALUE', `bad value ${JSON.stringify(valueText.slice(0, 40))}`);
   l.skipBlanks();
-  if (l.pos >= l.text.length) return { name, labels, value };
+  if (l.pos >= l.text.length) return { name, labels, key, value };
   const tsText = l.token();
   l.skipBlanks();
   if (!INT.test(tsText) || l.pos < l.text.length) throw new LineError('PROM_BAD_TIMESTAMP', `bad timestamp ${JSON.stringify(tsText.slice(0, 40))}`);
   const timestampMs = Number(tsText);
   if (!Number.isSafeInteger(timestampMs)) throw new LineError('PROM_BAD_TIMESTAMP', `timestamp ${tsText.slice(0, 40)} out of range`);
-  return { name, labels, value, timestampMs };
+  return { name, labels, key, value, timestampMs };
 }
 
 /** Parses a whole body. */

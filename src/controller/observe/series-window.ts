@@ -26,7 +26,10 @@ export const TARGET_LABELS = ['namespace', 'pod', 'workload_kind', 'workload_nam
 /** One series as a scrape gives it, with the target's labels already set. */
 export interface ScrapedSeries {
   readonly name: string;
+  /** Read only for a series the window does not hold yet (may be a getter that builds them). */
   readonly labels: Readonly<Record<string, string>>;
+  /** Identifies the series within its target from scrape to scrape (default: name and sorted labels). */
+  readonly key?: string;
   readonly value: number;
   /** Only grows; a drop is a reset. */
   readonly cumulative: boolean;
@@ -87,7 +90,7 @@ export class TargetWindow {
     for (const r of this.#series.values()) r.values[slot] = Number.NaN;
     let dropped = 0;
     for (const s of series) {
-      const key = seriesKey(s.name, s.labels);
+      const key = s.key ?? seriesKey(s.name, s.labels);
       let r = this.#series.get(key);
       if (r === undefined) {
         if (room <= 0) {
@@ -97,7 +100,7 @@ export class TargetWindow {
         room--;
         r = { name: s.name, labels: s.labels, cumulative: s.cumulative, values: new Float64Array(this.#capacity).fill(Number.NaN), lastSeq: seq };
         if (s.cumulative && hadPrevious) r.values[prevSlot] = 0;
-        this.#series.set(key, r);
+        this.#series.set(detachString(key), r);
         let set = this.#byName.get(s.name);
         if (set === undefined) {
           set = new Set();
@@ -159,6 +162,14 @@ export class TargetWindow {
     const v = r.values[slot] as number;
     return Number.isNaN(v) ? undefined : v;
   }
+}
+
+/**
+ * A copy of `s` that does not keep a larger string alive: V8 slices share their parent's memory,
+ * and a kept series key or label sliced from a scrape body would hold the whole body.
+ */
+export function detachString(s: string): string {
+  return s.length < 16 ? s : Buffer.from(s, 'utf8').toString('utf8');
 }
 
 /** A stable key of a series: its name and its labels in name order. */
