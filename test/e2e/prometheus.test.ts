@@ -11,11 +11,16 @@
  *   second round's count, give or take what the scrape interval explains at the window's edges;
  * - `quantile` equals histogram_quantile computed here from the round's bucket counts;
  * - `targets` lists every meshed pod, up, at its admin address;
+ * - ward up's controller runs its embedded collector every second beside Prometheus: stat and
+ *   edges computed over Prometheus, and those of a `ward controller --metrics-backend prometheus`
+ *   on the same manifests, give the same rows, edges, connections and quantiles as ward up's,
+ *   and counts within the same bounds;
  * - hostile label values match nothing where the same text pasted into PromQL unescaped would
  *   inject a series;
  * - the Kubernetes relabelling, run by Prometheus on targets carrying pod discovery's labels,
  *   gives each pod its namespace, pod and owning workload, and drops what is not a proxy;
- * - a stopped Prometheus is a PrometheusError naming it, 503.
+ * - a stopped Prometheus is a PrometheusError naming it, and the controller answers 503
+ *   METRICS_UNAVAILABLE with the same message.
  *
  * Skipped with a message when /usr/bin/prometheus is absent, except under CI=true.
  */
@@ -33,7 +38,7 @@ import { kubernetesPrometheusConfig } from '../../src/cli/commands/prometheus-co
 import type { Sample, SeriesQuery, TargetHealth } from '../../src/controller/observe/metrics-backend.js';
 import { computeEdges, computeStat, type Edge, Inventory, type StatRow } from '../../src/controller/observe/observe-views.js';
 import { PrometheusBackend, type PrometheusError } from '../../src/controller/observe/prometheus-backend.js';
-import { localMeshApi, metricSum, upControllerFlags, type WardProcess, waitFor, wardSpawn, wardSync } from './helpers.js';
+import { controllerPorts, localMeshApi, metricSum, upControllerFlags, type WardProcess, waitFor, wardSpawn, wardSync } from './helpers.js';
 
 const PROMETHEUS = '/usr/bin/prometheus';
 const PROMTOOL = '/usr/bin/promtool';
@@ -74,6 +79,9 @@ let prometheus: ChildProcess | undefined;
 let prometheusLog = '';
 let promUrl: string;
 let backend: PrometheusBackend;
+/** A `ward controller --metrics-backend prometheus` on the mesh's manifests, and its admin URL. */
+let promCtl: WardProcess | undefined;
+let promController: string | undefined;
 /** ward up's controller (the embedded collector, scraping every second). */
 let controller: string;
 /** Start of the compared window: after round 1 was scraped by both, before round 2. */
@@ -164,9 +172,9 @@ async function samplesOf(metric: string, seconds: number): Promise<string> {
   return JSON.stringify(((await res.json()) as { data: unknown }).data);
 }
 
-/** GET `path` of ward up's controller admin API (JSON). */
-async function controllerGet<T>(path: string): Promise<T> {
-  const res = await fetch(`${controller}${path}`, { signal: AbortSignal.timeout(10_000) });
+/** GET `path` of a controller's admin API (JSON), by default ward up's. */
+async function controllerGet<T>(path: string, base = controller): Promise<T> {
+  const res = await fetch(`${base}${path}`, { signal: AbortSignal.timeout(10_000) });
   const text = await res.text();
   assert.equal(res.status, 200, `${path}: ${text}`);
   return JSON.parse(text) as T;
@@ -189,6 +197,70 @@ function inventory(): Inventory {
 /** `n` requests over `w` seconds, give or take the window's edges: the bounds a rate must fall in. */
 function assertCount(rps: number, w: number, n: number, what: string): void {
   assert.ok(rps * w >= n - 1e-9 && rps * w <= (n * w) / (w - EDGE_S), `${what}: ${rps}/s over ${w} s is ${rps * w}, want ${n}`);
+}
+
+/** The JSON of /api/v1/stat and of `ward stat -o json`. */
+interface StatJson {
+  readonly window: number;
+  readonly backend: string;
+  readonly rows: readonly StatRow[];
+}
+
+/** The JSON of /api/v1/edges and of `ward edges -o json`. */
+interface EdgesJson {
+  readonly window: number;
+  readonly backend: string;
+  readonly edges: readonly Edge[];
+}
+
+/** Stat over Prometheus (`prom`) and over the embedded collector: the same rows, round 2's counts over window `w`, its quantiles. */
+function compareStat(prom: StatJson, embedded: StatJson, w: number): void {
+  assert.deepEqual([prom.backend, embedded.backend], ['prometheus', 'embedded']);
+  const key = (r: StatRow) => [r.namespace, r.kind, r.name, r.port, r.meshed, r.pods, r.successRate, r.tcpConnections];
+  assert.deepEqual(prom.rows.map(key), embedded.rows.map(key));
+  assert.ok(prom.rows.length > 0);
+  for (const [name, rows] of [
+    ['Prometheus', prom.rows],
+    ['embedded', embedded.rows],
+  ] as const) {
+    for (const r of rows) {
+      assertCount(r.rps, w, ALLOWED, `${name} stat rps, port ${r.port}`);
+      assertCount(r.deniedRps, w, DENIED, `${name} stat deniedRps, port ${r.port}`);
+      for (const [q, got] of [
+        [0.5, r.p50Ms],
+        [0.95, r.p95Ms],
+        [0.99, r.p99Ms],
+      ] as const) {
+        const want = histogramQuantile(q, round2);
+        assert.ok(got !== null && Math.abs(got - want) <= 1e-6 * Math.max(1, want), `${name} p${q * 100}: ${got}, round 2's buckets ${want}`);
+      }
+    }
+  }
+}
+
+/** Edges over Prometheus and over the embedded collector: the same edges and connections, round 2's counts over window `w`. */
+function compareEdges(prom: EdgesJson, embedded: EdgesJson, w: number): void {
+  assert.deepEqual([prom.backend, embedded.backend], ['prometheus', 'embedded']);
+  const edgeKey = (e: Edge) => JSON.stringify([e.src, e.srcIdentity, e.dst, e.dstIdentity, e.port, e.secured, e.reason]);
+  const toServer = (edges: readonly Edge[]) => edges.filter((e) => e.dst.name === 'server' && e.port === 8080);
+  assert.deepEqual(toServer(prom.edges).map(edgeKey), toServer(embedded.edges).map(edgeKey));
+  assert.deepEqual(new Set(prom.edges.map(edgeKey)), new Set(embedded.edges.map(edgeKey)));
+  for (const [name, edges] of [
+    ['Prometheus', prom.edges],
+    ['embedded', embedded.edges],
+  ] as const) {
+    const fromClient = toServer(edges).find((e) => e.srcIdentity === idOf('client'));
+    const fromIntruder = toServer(edges).find((e) => e.srcIdentity === idOf('intruder'));
+    assert.ok(fromClient && fromIntruder, `${name}: ${JSON.stringify(toServer(edges))}`);
+    assert.deepEqual(
+      [fromClient.src, fromClient.secured, fromIntruder.src, fromIntruder.secured],
+      [{ namespace: 'demo', kind: 'Pod', name: 'client' }, true, { namespace: 'demo', kind: 'Pod', name: 'intruder' }, true],
+    );
+    assertCount(fromClient.rps, w, ALLOWED, `${name} client → server rps`);
+    assertCount(fromIntruder.deniedRps, w, DENIED, `${name} intruder → server deniedRps`);
+  }
+  const conns = (edges: readonly Edge[]) => toServer(edges).map((e) => e.connections);
+  assert.deepEqual(conns(prom.edges), conns(embedded.edges));
 }
 
 async function freePort(): Promise<number> {
@@ -313,6 +385,7 @@ describe('e2e: the Prometheus metrics backend on a real Prometheus scraping ward
   });
 
   after(async () => {
+    await promCtl?.stop(10_000);
     await stopPrometheus();
     if (up !== undefined && up.child.exitCode === null) await up.stop(10_000);
     if (work !== undefined) rmSync(work, { recursive: true, force: true });
@@ -438,66 +511,39 @@ describe('e2e: the Prometheus metrics backend on a real Prometheus scraping ward
   });
 
   it("edges and stat computed over Prometheus agree with the embedded collector's", async () => {
-    const sel = { namespace: 'demo', kind: 'Deployment', name: 'server' };
     let w = windowNow();
-    const embeddedStat = await controllerGet<{ backend: string; rows: StatRow[] }>(`/api/v1/stat?resource=deploy/server&namespace=demo&window=${w.toFixed(3)}`);
-    const promStat = await computeStat(backend, inventory(), sel, w);
-    assert.equal(embeddedStat.backend, 'embedded');
-    assert.equal(promStat.backend, 'prometheus');
-    const key = (r: StatRow) => ({
-      namespace: r.namespace,
-      kind: r.kind,
-      name: r.name,
-      port: r.port,
-      meshed: r.meshed,
-      pods: r.pods,
-      successRate: r.successRate,
-      tcpConnections: r.tcpConnections,
-    });
-    assert.deepEqual(promStat.rows.map(key), embeddedStat.rows.map(key));
-    assert.ok(promStat.rows.length > 0);
-    for (const [name, rows] of [
-      ['Prometheus', promStat.rows],
-      ['embedded', embeddedStat.rows],
-    ] as const) {
-      for (const r of rows) {
-        assertCount(r.rps, w, ALLOWED, `${name} stat rps, port ${r.port}`);
-        assertCount(r.deniedRps, w, DENIED, `${name} stat deniedRps, port ${r.port}`);
-        for (const [q, got] of [
-          [0.5, r.p50Ms],
-          [0.95, r.p95Ms],
-          [0.99, r.p99Ms],
-        ] as const) {
-          const want = histogramQuantile(q, round2);
-          assert.ok(got !== null && Math.abs(got - want) <= 1e-6 * Math.max(1, want), `${name} p${q * 100}: ${got}, round 2's buckets ${want}`);
-        }
-      }
-    }
+    const embeddedStat = await controllerGet<StatJson>(`/api/v1/stat?resource=deploy/server&namespace=demo&window=${w.toFixed(3)}`);
+    const promStat = await computeStat(backend, inventory(), { namespace: 'demo', kind: 'Deployment', name: 'server' }, w);
+    compareStat(promStat, embeddedStat, w);
     console.log(`# stat rps × window: Prometheus ${(promStat.rows[0]?.rps ?? 0) * w}, embedded ${(embeddedStat.rows[0]?.rps ?? 0) * w}, for ${ALLOWED}`);
-
     w = windowNow();
-    const embeddedEdges = await controllerGet<{ backend: string; edges: Edge[] }>(`/api/v1/edges?namespace=demo&window=${w.toFixed(3)}`);
-    const promEdges = await computeEdges(backend, inventory(), { namespace: 'demo' }, w);
-    const edgeKey = (e: Edge) => JSON.stringify([e.src, e.srcIdentity, e.dst, e.dstIdentity, e.port, e.secured, e.reason]);
-    const toServer = (edges: readonly Edge[]) => edges.filter((e) => e.dst.name === 'server' && e.port === 8080);
-    assert.deepEqual(toServer(promEdges.edges).map(edgeKey), toServer(embeddedEdges.edges).map(edgeKey));
-    assert.deepEqual(new Set(promEdges.edges.map(edgeKey)), new Set(embeddedEdges.edges.map(edgeKey)));
-    for (const [name, edges] of [
-      ['Prometheus', promEdges.edges],
-      ['embedded', embeddedEdges.edges],
-    ] as const) {
-      const fromClient = toServer(edges).find((e) => e.srcIdentity === idOf('client'));
-      const fromIntruder = toServer(edges).find((e) => e.srcIdentity === idOf('intruder'));
-      assert.ok(fromClient && fromIntruder, `${name}: ${JSON.stringify(toServer(edges))}`);
-      assert.deepEqual(
-        [fromClient.src, fromClient.secured, fromIntruder.src, fromIntruder.secured],
-        [{ namespace: 'demo', kind: 'Pod', name: 'client' }, true, { namespace: 'demo', kind: 'Pod', name: 'intruder' }, true],
-      );
-      assertCount(fromClient.rps, w, ALLOWED, `${name} client → server rps`);
-      assertCount(fromIntruder.deniedRps, w, DENIED, `${name} intruder → server deniedRps`);
-    }
-    const conns = (edges: readonly Edge[]) => toServer(edges).map((e) => e.connections);
-    assert.deepEqual(conns(promEdges.edges), conns(embeddedEdges.edges));
+    const embeddedEdges = await controllerGet<EdgesJson>(`/api/v1/edges?namespace=demo&window=${w.toFixed(3)}`);
+    compareEdges(await computeEdges(backend, inventory(), { namespace: 'demo' }, w), embeddedEdges, w);
+  });
+
+  it("a controller with --metrics-backend prometheus answers /api/v1/stat and /api/v1/edges as ward up's embedded collector", async () => {
+    const idDir = join(work, 'controller-identity');
+    const init = wardSync(['identity', 'init', '--out', idDir]);
+    assert.equal(init.status, 0, init.stderr);
+    promCtl = wardSpawn([
+      'controller',
+      '--manifests',
+      MESH_DIR,
+      '--identity-dir',
+      idDir,
+      ...upControllerFlags(),
+      '--metrics-backend',
+      'prometheus',
+      '--prometheus-url',
+      promUrl,
+    ]);
+    promController = `http://127.0.0.1:${(await controllerPorts(promCtl)).admin}`;
+    let w = windowNow();
+    const stat = `/api/v1/stat?resource=deploy/server&namespace=demo&window=${w.toFixed(3)}`;
+    compareStat(await controllerGet<StatJson>(stat, promController), await controllerGet<StatJson>(stat), w);
+    w = windowNow();
+    const edges = `/api/v1/edges?namespace=demo&window=${w.toFixed(3)}`;
+    compareEdges(await controllerGet<EdgesJson>(edges, promController), await controllerGet<EdgesJson>(edges), w);
   });
 
   it('hostile label values match nothing; the same text unescaped would inject a series', async () => {
@@ -531,8 +577,13 @@ describe('e2e: the Prometheus metrics backend on a real Prometheus scraping ward
     ]);
   });
 
-  it('a stopped Prometheus: "cannot reach Prometheus at URL: ECONNREFUSED", 503', async () => {
+  it('a stopped Prometheus: "cannot reach Prometheus at URL: ECONNREFUSED", 503 from the backend and the controller', async () => {
     await stopPrometheus();
+    if (promController !== undefined) {
+      const res = await fetch(`${promController}/api/v1/stat?resource=deploy&namespace=demo&window=60`, { signal: AbortSignal.timeout(20_000) });
+      assert.equal(res.status, 503);
+      assert.deepEqual(await res.json(), { error: { code: 'METRICS_UNAVAILABLE', message: `cannot reach Prometheus at ${promUrl}: ECONNREFUSED` } });
+    }
     try {
       await backend.latest({ metric: 'request_total', by: [] });
       assert.fail('expected an error');
