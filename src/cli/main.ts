@@ -11,6 +11,7 @@ import { printAuthz, runAuthz } from './commands/authz.js';
 import { runCheck, statusOf } from './commands/check.js';
 import { registerControllerCommand } from './commands/controller.js';
 import { policyTarget, printPolicy, runDiagnosticsPolicy } from './commands/diagnostics.js';
+import { registerEdgesCommand } from './commands/edges.js';
 import { type ExplainOptions, printExplain, runExplain } from './commands/explain.js';
 import { registerIdentityCommands } from './commands/identity.js';
 import { registerInjectCommand } from './commands/inject.js';
@@ -20,6 +21,7 @@ import { registerPrometheusConfigCommand } from './commands/prometheus-config.js
 import { registerProxyCommand } from './commands/proxy.js';
 import { registerProxyInitCommand } from './commands/proxy-init.js';
 import { registerRestartCommand } from './commands/restart.js';
+import { registerStatCommand } from './commands/stat.js';
 import { registerStatusCommand } from './commands/status.js';
 import { runTest } from './commands/test.js';
 import { registerUpCommand } from './commands/up.js';
@@ -234,6 +236,8 @@ function program(io: CliIo, result: { status: number }, signal: AbortSignal | un
   registerLogsCommand(prog as unknown as Parameters<typeof registerLogsCommand>[0], io, result, signal);
   registerRestartCommand(prog as unknown as Parameters<typeof registerRestartCommand>[0], io, result);
   registerPrometheusConfigCommand(prog as unknown as Parameters<typeof registerPrometheusConfigCommand>[0], io, result);
+  registerEdgesCommand(prog as unknown as Parameters<typeof registerEdgesCommand>[0], io, result);
+  registerStatCommand(prog as unknown as Parameters<typeof registerStatCommand>[0], io, result);
   return prog;
 }
 
