@@ -124,3 +124,39 @@ describe('policyGraph on the emojivoto lockdown', () => {
     );
   });
 });
+
+describe('policyGraph with many sources', () => {
+  it('lists a permit most sources share once, with the sources it leaves out', () => {
+    const config: ClusterConfig = {
+      defaultPolicy: 'all-authenticated',
+      clusterNetworks: [{ net: parseCidr('10.0.0.0/8')!, except: [] }],
+      probeNetworks: [],
+      trustDomain: 'cluster.local',
+      controlPlaneNamespace: 'linkerd',
+    };
+    const pods: Pod[] = Array.from({ length: 40 }, (_, i) => ({
+      kind: 'Pod',
+      apiVersion: 'v1',
+      metadata: { namespace: 'big', name: `p-${i}`, labels: { 'linkerd.io/control-plane-ns': 'linkerd' }, annotations: {} },
+      spec: { serviceAccountName: `sa-${i}`, containers: [{ name: 'app', ports: [{ name: 'http', containerPort: 8080 }] }] },
+      status: { podIP: `10.0.0.${i + 1}` },
+    }));
+    const index = new PolicyIndex(config);
+    index.update((tx) => {
+      for (const p of pods) tx.apply(p);
+    });
+    const g = policyGraph({ config, index });
+    const t = g.targets.findIndex((x) => x.node === 'big/Pod/p-3' && x.port === 8080);
+    assert.ok(t >= 0);
+    const bulk = g.bulk.filter((b) => b.target === t);
+    // Every meshed pod is admitted by the default; the plaintext pseudo-source is not.
+    assert.deepEqual(
+      bulk.map((b) => [b.decision, b.authz, b.except]),
+      [['allow', 'default/all-authenticated', ['/External/unmeshed']]],
+    );
+    assert.deepEqual(
+      g.edges.filter((e) => e.target === t),
+      [],
+    );
+  });
+});

@@ -11,11 +11,12 @@
  *   address; unmeshed pods are plaintext sources. Two pseudo-sources stand for clients without a
  *   workload: `External/unmeshed` (a plaintext client inside the first cluster network) and, in
  *   local mode, `Host/localhost` (a browser or a curl on the host, 127.0.0.1).
- * - Only permits are listed as edges (allow and audit); every (source, destination, port, route)
- *   not listed is denied. The proxy-added `default:localhost` authorization is a pod's own
+ * - Only permits are listed (allow and audit); every (source, destination, port, route) not
+ *   listed is denied. A permit most sources share (a default policy, a wildcard) is listed once,
+ *   as a `bulk` entry with the sources it leaves out, rather than as an edge per source. The proxy-added `default:localhost` authorization is a pod's own
  *   loopback, not an edge between workloads, and is left out.
  */
-import { type InboundServer, type Meta, type ReachSource, reachTarget, serviceAccountIdentity } from '../core/index.js';
+import { type InboundServer, type Meta, type ReachSource, reachTarget, serviceAccountIdentity, type TargetReach, type Verdict } from '../core/index.js';
 import { ANNOTATIONS, type Pod, PROXY_CONTAINER_NAME } from '../manifest/index.js';
 import { PROTOCOL_LABELS } from './authz-view.js';
 import { defaultClientIp } from './explain-probe.js';
@@ -102,12 +103,28 @@ export interface GraphEdge {
   readonly authz: string;
 }
 
+/**
+ * A permit most sources share (a default policy, a wildcard): `dst`'s route admits every source
+ * node but those in `except`, by `authz`. Listed once instead of as an edge per source.
+ */
+export interface GraphBulk {
+  readonly dst: string;
+  readonly port: number;
+  readonly target: number;
+  readonly route: number;
+  readonly decision: 'allow' | 'audit';
+  readonly authz: string;
+  /** Source nodes this permit does not cover (each is denied or has an edge of its own). */
+  readonly except: readonly string[];
+}
+
 /** The graph (the JSON of `/api/v1/graph`). */
 export interface PolicyGraph {
   readonly nodes: readonly GraphNode[];
   readonly targets: readonly GraphTarget[];
-  /** Permits only; whatever is not listed is denied. */
+  /** Permits; with `bulk`, whatever is not listed is denied. */
   readonly edges: readonly GraphEdge[];
+  readonly bulk: readonly GraphBulk[];
   readonly stats: { readonly sources: number; readonly groups: number; readonly evaluations: number };
 }
 
@@ -153,6 +170,20 @@ function isProbeRoute(route: Meta, server: InboundServer, probePaths: readonly s
       rule.matches.length > 0 &&
       rule.matches.every((m) => m.method === 'GET' && m.path?.kind === 'exact' && probePaths.includes(m.path.value) && m.headers.length === 0),
   );
+}
+
+/** Below this many sources every permit is listed as an edge. */
+const BULK_MIN_SOURCES = 32;
+
+/** The permit more than half of at least {@link BULK_MIN_SOURCES} sources share (verdicts are interned), or undefined. */
+function commonPermit(verdicts: readonly Verdict[]): Verdict | undefined {
+  if (verdicts.length < BULK_MIN_SOURCES) return undefined;
+  const counts = new Map<Verdict, number>();
+  for (const v of verdicts) counts.set(v, (counts.get(v) ?? 0) + 1);
+  for (const [v, n] of counts) {
+    if (n * 2 > verdicts.length && v.decision !== 'deny' && v.authz !== undefined && !(v.authz.kind === 'default' && v.authz.name === 'localhost')) return v;
+  }
+  return undefined;
 }
 
 /** Builds the graph. Pure over the index: no I/O, no clock. */
@@ -276,6 +307,8 @@ export function policyGraph(view: PolicyView, opts: GraphOptions = {}): PolicyGr
 
   const targets: GraphTarget[] = [];
   const edges: GraphEdge[] = [];
+  const bulk: GraphBulk[] = [];
+  const reachCache = new Map<InboundServer, Map<string, TargetReach>>();
   let groups = 0;
   let evaluations = 0;
   for (const [id, w] of meshed) {
@@ -287,9 +320,21 @@ export function policyGraph(view: PolicyView, opts: GraphOptions = {}): PolicyGr
     for (const port of index.ports(first.namespace, first.name)) {
       const server = index.peek(first.namespace, first.name, port)?.value;
       if (server === undefined) continue;
-      const reach = reachTarget({ server, localhost }, sources);
-      groups += reach.groups;
-      evaluations += reach.evaluations;
+      // Default servers are shared values: pods with the same default and the same loopback
+      // authorization get the same verdicts, computed once.
+      const cacheKey = `${localhost.networks.map((n) => `${n.net.ip}/${n.net.prefixLen}`).join(',')}`;
+      let perServer = reachCache.get(server);
+      if (perServer === undefined) {
+        perServer = new Map();
+        reachCache.set(server, perServer);
+      }
+      let reach = perServer.get(cacheKey);
+      if (reach === undefined) {
+        reach = reachTarget({ server, localhost }, sources);
+        perServer.set(cacheKey, reach);
+        groups += reach.groups;
+        evaluations += reach.evaluations;
+      }
       const t = targets.length;
       const probePaths = first.probePaths.get(port) ?? [];
       targets.push({
@@ -307,13 +352,18 @@ export function policyGraph(view: PolicyView, opts: GraphOptions = {}): PolicyGr
         })),
       });
       reach.routes.forEach((r, ri) => {
+        const common = commonPermit(r.verdicts);
+        if (common !== undefined) {
+          const except = r.verdicts.flatMap((v, si) => (v === common ? [] : [sourceNode[si] as string]));
+          bulk.push({ dst: id, port, target: t, route: ri, decision: common.decision as 'allow' | 'audit', authz: ref(common.authz as Meta), except });
+        }
         r.verdicts.forEach((v, si) => {
-          if (v.decision === 'deny' || v.authz === undefined) return;
+          if (v === common || v.decision === 'deny' || v.authz === undefined) return;
           if (v.authz.kind === 'default' && v.authz.name === 'localhost') return;
           edges.push({ src: sourceNode[si] as string, dst: id, port, target: t, route: ri, decision: v.decision, authz: ref(v.authz) });
         });
       });
     }
   }
-  return { nodes, targets, edges, stats: { sources: sources.length, groups, evaluations } };
+  return { nodes, targets, edges, bulk, stats: { sources: sources.length, groups, evaluations } };
 }

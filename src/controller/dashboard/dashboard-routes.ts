@@ -21,9 +21,13 @@
  *                  "proxyAdmin":false,"routes":[{"route":"HTTPRoute/web-app","sample":"GET /","probe":false,"shadowed":false}]}],
  *     "edges": [{"src":"emojivoto/Deployment/vote-bot","dst":"emojivoto/Deployment/web","port":8080,
  *                "target":0,"route":0,"decision":"allow"|"audit","authz":"authorizationpolicy/web-from-emojivoto"}],
+ *     "bulk": [{"dst":"team-a/Deployment/api","port":4191,"target":7,"route":0,"decision":"allow",
+ *               "authz":"default/all-authenticated","except":["/External/unmeshed"]}],
  *     "stats": {"sources":7,"groups":12,"evaluations":40}
  *   }
- *   Edges are permits only: a (source, target, route) not listed is denied.
+ *   Only permits are listed: a (source, target, route) in neither `edges` nor `bulk` is denied.
+ *   `bulk` stands for a permit that most sources share (with at least 32 sources): every source
+ *   node except those in `except` (which are denied or have an edge of their own).
  *
  * GET /            a page that sends the browser to /dashboard/
  * GET /dashboard/  the app; /dashboard/assets/… its scripts and styles. Every file is served with a
