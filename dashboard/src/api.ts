@@ -57,6 +57,17 @@ export interface GraphEdge {
   readonly authz: string;
 }
 
+/** A permit most sources share: every source node but `except`. */
+export interface GraphBulk {
+  readonly dst: string;
+  readonly port: number;
+  readonly target: number;
+  readonly route: number;
+  readonly decision: 'allow' | 'audit';
+  readonly authz: string;
+  readonly except: readonly string[];
+}
+
 export interface Graph {
   readonly version: number;
   readonly namespace: string | null;
@@ -64,6 +75,7 @@ export interface Graph {
   readonly nodes: readonly GraphNode[];
   readonly targets: readonly GraphTarget[];
   readonly edges: readonly GraphEdge[];
+  readonly bulk: readonly GraphBulk[];
 }
 
 /** /api/v1/edges: observed traffic. */
@@ -195,11 +207,13 @@ export async function readNdjson(path: string, signal: AbortSignal, onLine: (val
       const line = buffered.slice(0, nl).trim();
       buffered = buffered.slice(nl + 1);
       if (line !== '') {
+        let value: unknown;
         try {
-          onLine(JSON.parse(line));
+          value = JSON.parse(line);
         } catch {
-          onLine({ error: { code: 'BAD_LINE', message: `not JSON: ${line.slice(0, 120)}` } });
+          value = { error: { code: 'BAD_LINE', message: `not JSON: ${line.slice(0, 120)}` } };
         }
+        onLine(value);
       }
       nl = buffered.indexOf('\n');
     }

@@ -108,7 +108,7 @@ export function App() {
         ) : route.view === 'policy' ? (
           <PolicyView graph={live.graph} args={route.args} namespace={namespace} />
         ) : route.view === 'graph' ? (
-          <GraphView graph={live.graph} traffic={live.traffic} trafficError={live.trafficError} namespace={namespace} />
+          <GraphView graph={live.graph} traffic={live.traffic} trafficError={live.trafficError} namespace={namespace} onNamespace={setNamespace} />
         ) : route.view === 'tap' ? (
           <TapView graph={live.graph} namespace={namespace} params={route.params} />
         ) : (

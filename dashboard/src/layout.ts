@@ -70,7 +70,10 @@ export async function layoutGraph(
       'elk.edgeRouting': 'POLYLINE',
       'elk.layered.spacing.nodeNodeBetweenLayers': '70',
       'elk.spacing.nodeNode': '18',
-      'elk.layered.thoroughness': '3',
+      // Big graphs: fewer crossing-minimisation passes and simple placement (7 s instead of 22 s
+      // for 500 nodes in elkjs); small ones get the careful layout.
+      'elk.layered.thoroughness': nodes.length > 60 ? '1' : '3',
+      ...(nodes.length > 60 ? { 'elk.layered.nodePlacement.strategy': 'SIMPLE', 'elk.layered.crossingMinimization.greedySwitch.type': 'OFF' } : {}),
       'elk.separateConnectedComponents': 'true',
       'elk.spacing.componentComponent': '30',
       'elk.randomSeed': '1',

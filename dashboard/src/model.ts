@@ -8,7 +8,7 @@
  * - `audit`: only the audit default admits it (it would be denied without audit mode).
  * `policy` says whether every counted port and route is allowed (`allow`) or only some (`partial`).
  */
-import type { Graph, GraphEdge, GraphNode, TrafficEdge } from './api.js';
+import type { Graph, GraphBulk, GraphEdge, GraphNode, TrafficEdge } from './api.js';
 
 /** Which permits count: the proxy's own ports and probe routes admit nearly everyone by design. */
 export interface GraphFilter {
@@ -117,11 +117,19 @@ export function pairEdges(g: Graph, traffic: readonly TrafficEdge[], f: GraphFil
       if (!t.secured && t.reason !== null) p.reason = t.reason;
     }
   }
+  // Routes open to (nearly) every source count as allowed for the pairs drawn, but draw no edge
+  // of their own: the destination is marked instead (see openRoutes).
+  const open = new Map<string, GraphBulk[]>();
+  for (const b of g.bulk) {
+    if (!counts(g, b.target, b.route, f)) continue;
+    open.set(b.dst, [...(open.get(b.dst) ?? []), b]);
+  }
   const out: PairEdge[] = [];
   for (const [id, p] of pairs) {
     const counted = countedRoutes.get(p.dst) ?? 0;
-    const allowedRoutes = new Set(p.permits.map((e) => `${e.target}/${e.route}`)).size;
-    const audit = p.permits.some((e) => e.decision === 'audit');
+    const viaBulk = (open.get(p.dst) ?? []).filter((b) => !b.except.includes(p.src)).map((b) => `${b.target}/${b.route}`);
+    const allowedRoutes = new Set([...p.permits.map((e) => `${e.target}/${e.route}`), ...viaBulk]).size;
+    const audit = p.permits.some((e) => e.decision === 'audit') || (open.get(p.dst) ?? []).some((b) => b.decision === 'audit' && !b.except.includes(p.src));
     const policy = allowedRoutes === 0 ? 'deny' : audit ? 'audit' : allowedRoutes >= counted ? 'allow' : 'partial';
     const used = p.rps > 0;
     let state: PairEdge['state'];
@@ -151,5 +159,76 @@ export function pairEdges(g: Graph, traffic: readonly TrafficEdge[], f: GraphFil
 /** Human rate: `0`, `0.4/s`, `12/s`. */
 export function rate(n: number): string {
   if (n === 0) return '0';
-  return n < 10 ? `${n.toFixed(1)}/s` : `${Math.round(n)}/s`;
+  return n < 1 ? `${n.toFixed(2)}/s` : n < 10 ? `${n.toFixed(1)}/s` : `${Math.round(n)}/s`;
+}
+
+/** Per destination node, the counted routes open to (nearly) every source. */
+export function openRoutes(g: Graph, f: GraphFilter): Map<string, GraphBulk[]> {
+  const open = new Map<string, GraphBulk[]>();
+  for (const b of g.bulk) {
+    if (!counts(g, b.target, b.route, f)) continue;
+    open.set(b.dst, [...(open.get(b.dst) ?? []), b]);
+  }
+  return open;
+}
+
+/** Above this many workloads shown at once, the graph shows namespaces (drill down by selecting one). */
+export const COLLAPSE_AT = 120;
+
+const STATE_RANK: Record<PairEdge['state'], number> = { 'used-denied': 3, 'allowed-used': 2, audit: 1, 'allowed-unused': 0 };
+
+/**
+ * The graph one level up: a node per namespace (pseudo-sources stay as they are) and an edge per
+ * pair of namespaces, whose state is the most urgent of its workload edges (used-denied first),
+ * rates summed, secured only if all are. Edges within a namespace are left out.
+ */
+export function collapseToNamespaces(nodes: readonly GraphNode[], edges: readonly PairEdge[]): { nodes: GraphNode[]; edges: PairEdge[] } {
+  const nsOf = (id: string) => (id.startsWith('/') ? id : `ns:${id.slice(0, id.indexOf('/'))}`);
+  const groups = new Map<string, GraphNode>();
+  for (const n of nodes) {
+    const id = nsOf(n.id);
+    if (n.namespace === '') {
+      groups.set(id, n);
+      continue;
+    }
+    const g = groups.get(id);
+    groups.set(id, {
+      id,
+      namespace: n.namespace,
+      kind: 'Namespace',
+      name: n.namespace,
+      meshed: (g?.meshed ?? true) && n.meshed,
+      pods: (g?.pods ?? 0) + 1,
+      readyPods: null,
+      serviceAccount: null,
+      identity: null,
+      ip: '',
+      ipAssumed: true,
+      defaultPolicy: null,
+      podsDiffer: false,
+    });
+  }
+  const merged = new Map<string, PairEdge>();
+  for (const e of edges) {
+    const src = nsOf(e.src);
+    const dst = nsOf(e.dst);
+    if (src === dst) continue;
+    const id = `${src}->${dst}`;
+    const m = merged.get(id);
+    if (m === undefined) {
+      merged.set(id, { ...e, id, src, dst });
+      continue;
+    }
+    merged.set(id, {
+      ...m,
+      state: STATE_RANK[e.state] > STATE_RANK[m.state] ? e.state : m.state,
+      policy: m.policy === e.policy ? m.policy : 'partial',
+      permits: [...m.permits, ...e.permits],
+      rps: m.rps + e.rps,
+      deniedRps: m.deniedRps + e.deniedRps,
+      secured: m.secured === null ? e.secured : e.secured === null ? m.secured : m.secured && e.secured,
+      reason: m.reason ?? e.reason,
+    });
+  }
+  return { nodes: [...groups.values()], edges: [...merged.values()] };
 }

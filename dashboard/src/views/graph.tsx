@@ -4,9 +4,9 @@
  * security) so that tests and people read the same facts. Layout by elkjs, loaded on first use.
  */
 import { useCallback, useEffect, useMemo, useState } from 'preact/hooks';
-import type { Graph, GraphNode, TrafficEdge } from '../api.js';
+import type { Graph, GraphBulk, GraphNode, TrafficEdge } from '../api.js';
 import { type Layout, layoutGraph, nodeSize } from '../layout.js';
-import { type GraphFilter, type PairEdge, pairEdges, rate, visibleNodes } from '../model.js';
+import { COLLAPSE_AT, collapseToNamespaces, type GraphFilter, openRoutes, type PairEdge, pairEdges, rate, visibleNodes } from '../model.js';
 import { go } from '../state.js';
 import { useRowKeys } from './keys.js';
 
@@ -18,6 +18,7 @@ const STATE_LABEL: Record<PairEdge['state'], string> = {
 };
 
 function label(n: GraphNode): { title: string; sub: string } {
+  if (n.kind === 'Namespace') return { title: n.name, sub: `namespace · ${n.pods} workloads` };
   if (n.namespace === '') return { title: n.name === 'localhost' ? 'host (127.0.0.1)' : 'unmeshed clients', sub: n.kind.toLowerCase() };
   return { title: n.name, sub: `${n.namespace} · ${n.kind.toLowerCase()}${n.meshed ? '' : ' · unmeshed'}` };
 }
@@ -76,7 +77,7 @@ function EdgePanel({ e, graph }: { e: PairEdge; graph: Graph }) {
   );
 }
 
-function NodePanel({ n, edges }: { n: GraphNode; edges: readonly PairEdge[] }) {
+function NodePanel({ n, edges, open, graph }: { n: GraphNode; edges: readonly PairEdge[]; open: readonly GraphBulk[]; graph: Graph }) {
   const inbound = edges.filter((e) => e.dst === n.id);
   const outbound = edges.filter((e) => e.src === n.id);
   const line = (e: PairEdge, other: string) => (
@@ -99,6 +100,19 @@ function NodePanel({ n, edges }: { n: GraphNode; edges: readonly PairEdge[] }) {
           <a href={`#/policy/${[n.namespace, n.kind, n.name].map(encodeURIComponent).join('/')}`}>policy of this workload</a>
         </p>
       )}
+      {open.length > 0 && (
+        <>
+          <h4>Open to nearly every client</h4>
+          <ul>
+            {open.map((b) => (
+              <li key={`${b.target}/${b.route}`} data-open-route={`${b.port} ${graph.targets[b.target]?.routes[b.route]?.route ?? 'connection'}`}>
+                port {b.port} {graph.targets[b.target]?.routes[b.route]?.route ?? 'connection'}: {b.decision} by <span class="mono">{b.authz}</span>
+                {b.except.length > 0 && <span class="muted"> — except {b.except.length} clients</span>}
+              </li>
+            ))}
+          </ul>
+        </>
+      )}
       <h4>May be called by ({inbound.filter((e) => e.policy !== 'deny').length})</h4>
       <ul>{inbound.map((e) => line(e, e.src))}</ul>
       <h4>May call ({outbound.filter((e) => e.policy !== 'deny').length})</h4>
@@ -112,16 +126,27 @@ export function GraphView({
   traffic,
   trafficError,
   namespace,
+  onNamespace,
 }: {
   graph: Graph;
   traffic: readonly TrafficEdge[];
   trafficError: string | undefined;
   namespace: string;
+  onNamespace: (ns: string) => void;
 }) {
   const [filter, setFilter] = useState<GraphFilter>({ showAdmin: false, showProbes: false, showExternal: true, namespace });
+  const [expandAll, setExpandAll] = useState(false);
   const f = { ...filter, namespace };
-  const edges = useMemo(() => pairEdges(graph, traffic, f), [graph, traffic, f.showAdmin, f.showProbes, f.showExternal, f.namespace]);
-  const nodes = useMemo(() => visibleNodes(graph, edges, f), [graph, edges, f.showExternal, f.namespace]);
+  const workloadEdges = useMemo(() => pairEdges(graph, traffic, f), [graph, traffic, f.showAdmin, f.showProbes, f.showExternal, f.namespace]);
+  const workloadNodes = useMemo(() => visibleNodes(graph, workloadEdges, f), [graph, workloadEdges, f.showExternal, f.namespace]);
+  // Hundreds of workloads make one unreadable (and slow to lay out) picture: show namespaces,
+  // and their workloads when one is chosen.
+  const collapsed = !expandAll && workloadNodes.filter((n) => n.namespace !== '').length > COLLAPSE_AT;
+  const { nodes, edges } = useMemo(
+    () => (collapsed ? collapseToNamespaces(workloadNodes, workloadEdges) : { nodes: workloadNodes, edges: workloadEdges }),
+    [collapsed, workloadNodes, workloadEdges],
+  );
+  const open = useMemo(() => openRoutes(graph, f), [graph, f.showAdmin, f.showProbes]);
   const [layout, setLayout] = useState<{ key: string; layout: Layout } | undefined>(undefined);
   const [layoutError, setLayoutError] = useState<string | undefined>(undefined);
   const [selectedEdge, setSelectedEdge] = useState<string | undefined>(undefined);
@@ -153,13 +178,17 @@ export function GraphView({
     };
   }, [shapeKey]);
 
+  const choose = (n: GraphNode) => {
+    if (n.kind === 'Namespace') {
+      setSelectedNode(undefined);
+      onNamespace(n.namespace);
+    } else setSelectedNode(n.id);
+    setSelectedEdge(undefined);
+  };
   const selectNode = useCallback(
     (i: number) => {
       const n = nodes[i];
-      if (n !== undefined) {
-        setSelectedNode(n.id);
-        setSelectedEdge(undefined);
-      }
+      if (n !== undefined) choose(n);
     },
     [nodes],
   );
@@ -189,6 +218,16 @@ export function GraphView({
         <label>
           <input type="checkbox" checked={filter.showAdmin} onChange={() => toggle('showAdmin')} data-toggle="admin" /> proxy ports
         </label>
+        {(collapsed || expandAll) && (
+          <label title="lay out every workload at once (slow with hundreds)">
+            <input type="checkbox" checked={expandAll} onChange={() => setExpandAll(!expandAll)} data-toggle="expand" /> every workload
+          </label>
+        )}
+        {namespace !== '' && (
+          <button type="button" class="link" onClick={() => onNamespace('')} data-all-namespaces>
+            all namespaces
+          </button>
+        )}
         <label>
           <input type="checkbox" checked={filter.showExternal} onChange={() => toggle('showExternal')} data-toggle="external" /> host and unmeshed clients
         </label>
@@ -217,6 +256,7 @@ export function GraphView({
               viewBox={`-10 -10 ${l.width + 20} ${l.height + 20}`}
               data-graph-ready={ready ? 'true' : 'false'}
               data-nodes={nodes.length}
+              data-level={collapsed ? 'namespaces' : 'workloads'}
               data-edges={edges.length}
               role="img"
               aria-label={`who can talk: ${nodes.length} workloads, ${edges.length} edges`}
@@ -241,7 +281,10 @@ export function GraphView({
               {edges.map((e) => {
                 const pts = l.edges.get(e.id);
                 if (pts === undefined) return null;
-                const mid = pts[Math.floor(pts.length / 2)] ?? pts[0];
+                // Halfway along the middle segment: clear of both nodes.
+                const a = pts[Math.max(0, Math.floor((pts.length - 1) / 2))];
+                const b2 = pts[Math.min(pts.length - 1, Math.floor((pts.length - 1) / 2) + 1)];
+                const mid = a !== undefined && b2 !== undefined ? { x: (a.x + b2.x) / 2, y: (a.y + b2.y) / 2 } : undefined;
                 const dim = selectedNode !== undefined && e.src !== selectedNode && e.dst !== selectedNode;
                 return (
                   // biome-ignore lint/a11y/noStaticElementInteractions: an SVG group; the same facts are reachable by keyboard from the nodes' panel
@@ -268,7 +311,7 @@ export function GraphView({
                     <path d={pathOf(pts)} class="line" marker-end={`url(#arrow-${e.state})`} />
                     {mid !== undefined && (e.rps > 0 || e.deniedRps > 0) && (
                       <text x={mid.x} y={mid.y - 4} class="edge-label">
-                        {e.secured === false ? '⚠ ' : e.secured === true ? '🔒 ' : ''}
+                        {e.secured === false ? 'plaintext ' : e.secured === true ? 'mTLS ' : ''}
                         {rate(e.rps)}
                         {e.deniedRps > 0 ? ` · ${rate(e.deniedRps)} denied` : ''}
                       </text>
@@ -286,21 +329,18 @@ export function GraphView({
                     key={n.id}
                     data-node={n.id}
                     data-meshed={String(n.meshed)}
-                    class={`node${n.meshed ? '' : ' unmeshed'}${n.namespace === '' ? ' external' : ''}${selectedNode === n.id ? ' selected' : ''}`}
+                    data-open={open.get(n.id)?.length ?? 0}
+                    class={`node${n.meshed ? '' : ' unmeshed'}${open.has(n.id) ? ' open' : ''}${n.namespace === '' ? ' external' : ''}${selectedNode === n.id ? ' selected' : ''}`}
                     transform={`translate(${b.x},${b.y})`}
-                    tabIndex={0}
+                    tabindex={0}
                     role="button"
                     aria-label={`${t.title} (${t.sub})`}
-                    onClick={() => {
-                      setSelectedNode(n.id);
-                      setSelectedEdge(undefined);
-                    }}
+                    onClick={() => choose(n)}
                     onKeyDown={(ev) => {
                       if (ev.key === 'Enter' || ev.key === ' ') {
                         ev.preventDefault();
                         ev.stopPropagation();
-                        setSelectedNode(n.id);
-                        setSelectedEdge(undefined);
+                        choose(n);
                       }
                     }}
                   >
@@ -321,7 +361,7 @@ export function GraphView({
           {edge !== undefined ? (
             <EdgePanel e={edge} graph={graph} />
           ) : node !== undefined ? (
-            <NodePanel n={node} edges={edges} />
+            <NodePanel n={node} edges={edges} open={open.get(node.id) ?? []} graph={graph} />
           ) : (
             <p class="muted">
               Select a workload (Tab or j/k, then Enter) or an edge. Only permits are drawn, and denied traffic: a pair with neither is denied and unused.{' '}

@@ -46,6 +46,7 @@ function DefaultPolicy({ node }: { node: GraphNode }) {
 
 /** A workload id as people read it: `emojivoto/web`, `host`. */
 function short(id: string): string {
+  if (id.startsWith('*')) return id === '*' ? 'every client' : id.replace(/^\* except/, 'every client except');
   const [ns, , name] = id.split('/');
   if (ns === '') return name === 'localhost' ? 'the host' : 'unmeshed clients';
   return `${ns}/${name}`;
@@ -114,6 +115,15 @@ export function PolicyView({ graph, args, namespace }: { graph: Graph; args: rea
       const byAuthz = m.get(key) ?? new Map<string, string[]>();
       const authz = e.decision === 'audit' ? `${e.authz} (audit)` : e.authz;
       byAuthz.set(authz, [...(byAuthz.get(authz) ?? []), e.src]);
+      m.set(key, byAuthz);
+    }
+    for (const b of graph.bulk) {
+      if (b.dst !== id) continue;
+      const r = graph.targets[b.target]?.routes[b.route];
+      const key = `${b.port}|${r?.route ?? ''}`;
+      const byAuthz = m.get(key) ?? new Map<string, string[]>();
+      const authz = b.decision === 'audit' ? `${b.authz} (audit)` : b.authz;
+      byAuthz.set(authz, [...(byAuthz.get(authz) ?? []), b.except.length === 0 ? '*' : `* except ${b.except.map(short).join(', ')}`]);
       m.set(key, byAuthz);
     }
     return m;

@@ -48,9 +48,10 @@ export function TapView({ graph, namespace, params }: { graph: Graph; namespace:
     const run = async () => {
       while (!c.signal.aborted) {
         await readNdjson(`/api/v1/tap?${q}`, c.signal, (v) => {
-          const line = v as { error?: { code: string; message: string } } & Partial<TapEvent>;
-          if (line.error !== undefined) {
-            const msg = `${line.error.code}: ${line.error.message}`;
+          const line = v as { error?: { code?: string; message?: string } | null } & Partial<TapEvent>;
+          // Events carry `"error": null`; a line reporting a pod that cannot be tapped has no time.
+          if (line.time === undefined) {
+            const msg = `${line.error?.code ?? 'ERROR'}: ${line.error?.message ?? JSON.stringify(v).slice(0, 200)}`;
             setErrors((es) => (es.includes(msg) ? es : [...es.slice(-4), msg]));
           } else setEvents((es) => [line as TapEvent, ...es].slice(0, KEEP));
         });
