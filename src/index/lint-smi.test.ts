@@ -135,6 +135,26 @@ spec:
     ]);
   });
 
+  it('does not call a destination podless when the namespace has no pod at all (policy checked alone)', () => {
+    const tt = `apiVersion: access.smi-spec.io/v1alpha3
+kind: TrafficTarget
+metadata: {name: t, namespace: app}
+spec:
+  destination: {kind: ServiceAccount, name: ghost}
+  rules: [{kind: TCPRoute, name: all}]
+  sources: [{kind: ServiceAccount, name: web}]
+---
+apiVersion: specs.smi-spec.io/v1alpha3
+kind: TCPRoute
+metadata: {name: all, namespace: app}
+`;
+    assert.deepEqual(lint(tt), []);
+    assert.deepEqual(
+      lint(POD + tt).map((f) => f.slice(0, 6)),
+      ['SMI006'],
+    );
+  });
+
   it('finds nothing where no SMI object exists', () => {
     assert.deepEqual(lint(POD), []);
   });

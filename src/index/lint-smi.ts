@@ -169,7 +169,8 @@ function lintTarget(index: PolicyIndex, tt: TrafficTarget, t: SmiCompiledTarget,
   if (t.serviceAccount === undefined) return;
   const selected = pods.filter((p) => p.serviceAccount === t.serviceAccount);
   if (selected.length === 0) {
-    report('SMI006', { namespace: ns, name: t.serviceAccount }, tt, ['spec', 'destination', 'name']);
+    // A namespace without any pod is a partial set (policy checked alone), not a wrong name.
+    if (pods.length > 0) report('SMI006', { namespace: ns, name: t.serviceAccount }, tt, ['spec', 'destination', 'name']);
     return;
   }
   for (const p of selected) {
