@@ -434,4 +434,32 @@ spec:
     assert.match(text.stdout, /^denials seen by the controller at http:\/\/127\.0\.0\.1:\d+ \(watching \d+ pods\)\n/);
     assert.match(text.stdout, /RECENT DENIALS\n.*\n.* guard\/deploy\/web +8080 +intruder\.callers\S+ +http403 +server\/web-http +HTTPRoute\/web-api/);
   });
+  it('ward authz of a policy object asks the running mesh: where the Server and the policy apply', () => {
+    const saved = process.env.WARD_STATE_DIR;
+    process.env.WARD_STATE_DIR = state;
+    try {
+      const r = wardSync(['authz', 'authorizationpolicy/web-api-friends', '-n', 'guard', '-o', 'json']);
+      assert.equal(r.status, 0, r.stderr);
+      const o = (JSON.parse(r.stdout) as { policies: { appliesTo: { pod: string; port: number; server: string; route: string | null; via: string }[] }[] })
+        .policies[0];
+      assert.deepStrictEqual(o?.appliesTo, [
+        {
+          namespace: 'guard',
+          pod: webPod,
+          workload: 'Deployment/web',
+          port: 8080,
+          server: 'server/web-http',
+          route: 'httproute/web-api',
+          via: 'AuthorizationPolicy web-api-friends → HTTPRoute web-api',
+          active: true,
+        },
+      ]);
+      const srv = wardSync(['authz', 'srv/admin', '-n', 'guard']);
+      assert.equal(srv.status, 0, srv.stderr);
+      assert.match(srv.stdout, new RegExp(`guard/${webPod} +Deployment/web +4191 +server/admin`));
+    } finally {
+      if (saved === undefined) delete process.env.WARD_STATE_DIR;
+      else process.env.WARD_STATE_DIR = saved;
+    }
+  });
 });
