@@ -12,7 +12,8 @@
  * and each server pod the same apps (bench/mesh-apps.ts on 0.0.0.0):
  *
  * - `netns-direct`: pods `.6` → `.7` without proxies or nat rules (the baseline);
- * - `ward-netns`: pods `.4` → `.5` with proxy-init's rules and `ward proxy --transparent`;
+ * - `ward-netns`: pods `.4` → `.5` with proxy-init's rules and `ward proxy --transparent`, run
+ *   with `PROXY_NODE_OPTIONS` as `ward up` runs its sidecars;
  * - `linkerd`: pods `.2` → `.3` with proxy-init's rules and the real linkerd2-proxy, configured
  *   as Linkerd's injector configures it (`LINKERD2_PROXY_CORES=1`), on ward's control plane.
  *
@@ -20,7 +21,8 @@
  * the client's mesh identity, the TCP port opaque), so both do mTLS, discovery and authorization.
  * Rounds interleave across the three paths exactly like the loopback paths; added latency is
  * over `netns-direct` in the same round. Results: `<path>/<protocol>/<load>` as in bench/mesh.ts
- * (with `cpuUsPerRequest`: both proxies' CPU time per completed request), `<path>/idle/<role>`,
+ * (with `cpuUsPerRequest`: both proxies' CPU time per completed request, and each side's as
+ * `outboundCpuUsPerRequest`/`inboundCpuUsPerRequest`), `<path>/idle/<role>`,
  * and `ward-vs-linkerd/<protocol>/<load>` rows with the ratios ward/Linkerd (below 1: ward does
  * better) of added p50/p99 and CPU per request at the fixed rate, and of saturation rps (above
  * 1: ward does better) and RSS under load; `ward-vs-linkerd/idle/<role>` for the idle RSS.
@@ -31,17 +33,19 @@
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
+import { PROXY_NODE_OPTIONS } from '../src/proxy/index.js';
 import { identityOf, LinkerdLab, type LinkerdLabPod, linkerdLabMissing } from '../test/e2e/linkerd-lab.js';
 import type { BenchResult } from './harness.js';
-import type { Protocol } from './mesh-load.js';
+import { type Protocol, selectedProtocols, selectedRounds } from './mesh-load.js';
 import type { NetnsLoadCommand, NetnsLoadStats } from './mesh-netns-load.js';
 import { ProcessProbe, type ProcessUsage, type ResidentMb, residentMb } from './mesh-proc.js';
+import { splitNodeArgs } from './mesh-ward.js';
 
 const SUBNET = '10.244.81';
 const QUICK = process.env.WARD_BENCH_MESH_QUICK === '1';
 const RATE_PER_SEC = 1000;
 /** As bench/mesh.ts: interleaved rounds, the median of each path's rounds. */
-const FIXED_ROUNDS = QUICK ? 1 : 9;
+const FIXED_ROUNDS = selectedRounds(QUICK ? 1 : 9);
 const FIXED = QUICK ? { warmupMs: 1000, measureMs: 3000 } : { warmupMs: 3000, measureMs: 4000 };
 const FIXED_NEXT_WARMUP_MS = 1000;
 const SATURATION = QUICK ? { concurrency: 32, warmupMs: 500, measureMs: 2000 } : { concurrency: 32, warmupMs: 1000, measureMs: 8000 };
@@ -52,7 +56,7 @@ const GENERATOR_WARMUP_MS = QUICK ? 300 : 1500;
 const IDLE_SETTLE_MS = QUICK ? 12_000 : 15_000;
 /** The apps' ports in every server pod. */
 const PORTS: Readonly<Record<Protocol, number>> = { http1: 8080, grpc: 9090, tcp: 9000 };
-const PROTOCOLS: readonly Protocol[] = ['http1', 'grpc', 'tcp'];
+const PROTOCOLS: readonly Protocol[] = selectedProtocols();
 /** How long one command of a generator may take (a round plus its drain, generously). */
 const COMMAND_TIMEOUT_MS = 120_000;
 
@@ -274,12 +278,15 @@ function resultOf(m: Measured, direct: Measured | undefined): BenchResult {
       median(m.runs.map((r, i) => (direct?.runs[i] === undefined ? Number.NaN : f(r.stats) - f((direct.runs[i] as Run).stats))));
     const peak = (i: number) => Math.max(...m.runs.map((r) => (r.proxies[i] as ProcessUsage).peakRssMb));
     const cpu = (i: number) => m.runs.reduce((a, r) => a + (r.proxies[i] as ProcessUsage).cpuPct, 0) / m.runs.length;
-    // CPU seconds per second over requests per second: each request's share of both proxies' CPU.
-    const cpuUs = median(m.runs.map((r) => (((r.proxies[0] as ProcessUsage).cpuPct + (r.proxies[1] as ProcessUsage).cpuPct) / 100 / r.stats.rps) * 1e6));
+    // CPU seconds per second over requests per second: each request's share of the proxies' CPU.
+    const cpuUs = (sides: readonly number[]) =>
+      median(m.runs.map((r) => (sides.reduce((a, i) => a + (r.proxies[i] as ProcessUsage).cpuPct, 0) / 100 / r.stats.rps) * 1e6));
     Object.assign(out, {
       addedP50Ms: round(added((s) => s.p50Ms)),
       addedP99Ms: round(added((s) => s.p99Ms)),
-      cpuUsPerRequest: round(cpuUs, 1),
+      cpuUsPerRequest: round(cpuUs([0, 1]), 1),
+      outboundCpuUsPerRequest: round(cpuUs([0]), 1),
+      inboundCpuUsPerRequest: round(cpuUs([1]), 1),
       rssMb: round(peak(0) + peak(1), 1),
       cpuPct: round(cpu(0) + cpu(1), 1),
       outboundRssMb: round(peak(0), 1),
@@ -352,8 +359,10 @@ export async function runLinkerdComparison(): Promise<BenchResult[]> {
       await apps.next(`the apps in ${p.name}`, 30_000);
     }
     const ports = [PORTS.http1, PORTS.grpc, PORTS.tcp];
-    const wOut = l.startWardProxy(pods.clientW);
-    const wIn = l.startWardProxy(pods.serverW, { inboundPorts: ports });
+    // As `ward up` and the loopback paths run them; WARD_BENCH_PROXY_NODE_ARGS adds e.g. --cpu-prof.
+    const nodeArgs = [...PROXY_NODE_OPTIONS, ...splitNodeArgs(process.env.WARD_BENCH_PROXY_NODE_ARGS)];
+    const wOut = l.startWardProxy(pods.clientW, { nodeArgs });
+    const wIn = l.startWardProxy(pods.serverW, { inboundPorts: ports, nodeArgs });
     const lOut = l.startLinkerdProxy(pods.clientL);
     const lIn = l.startLinkerdProxy(pods.serverL, { inboundPorts: ports, opaquePorts: [PORTS.tcp] });
     await Promise.all([l.waitWardReady(wOut), l.waitWardReady(wIn), l.waitLinkerdReady(lOut), l.waitLinkerdReady(lIn)]);
@@ -389,7 +398,8 @@ export async function runLinkerdComparison(): Promise<BenchResult[]> {
     }
     for (const protocol of PROTOCOLS) {
       for (const load of [`${RATE_PER_SEC}rps`, 'max']) {
-        const fields = load === 'max' ? ['rps', 'cpuUsPerRequest', 'rssMb'] : ['addedP50Ms', 'addedP99Ms', 'cpuUsPerRequest', 'rssMb'];
+        const cpu = ['cpuUsPerRequest', 'outboundCpuUsPerRequest', 'inboundCpuUsPerRequest'];
+        const fields = load === 'max' ? ['rps', ...cpu, 'rssMb'] : ['addedP50Ms', 'addedP99Ms', ...cpu, 'rssMb'];
         const row = ratioRow(
           `ward-vs-linkerd/${protocol}/${load}`,
           byName.get(`ward-netns/${protocol}/${load}`),

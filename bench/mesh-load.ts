@@ -63,6 +63,32 @@ export interface LoadStats {
   readonly lagP99Ms: number;
 }
 
+const ALL_PROTOCOLS: readonly Protocol[] = ['http1', 'grpc', 'tcp'];
+
+/**
+ * The protocols a mesh run measures: `WARD_BENCH_MESH_PROTOCOLS`, comma-separated (`tcp`,
+ * `grpc,tcp`), in the usual order; unset or empty: all three. An unknown name is an error rather
+ * than a run that silently measures less.
+ */
+export function selectedProtocols(value = process.env.WARD_BENCH_MESH_PROTOCOLS): readonly Protocol[] {
+  const names = (value ?? '')
+    .split(',')
+    .map((n) => n.trim())
+    .filter((n) => n !== '');
+  if (names.length === 0) return ALL_PROTOCOLS;
+  const unknown = names.filter((n) => !(ALL_PROTOCOLS as readonly string[]).includes(n));
+  if (unknown.length > 0) throw new Error(`WARD_BENCH_MESH_PROTOCOLS: unknown protocol ${unknown.join(', ')} (use ${ALL_PROTOCOLS.join(', ')})`);
+  return ALL_PROTOCOLS.filter((p) => names.includes(p));
+}
+
+/** Fixed-rate rounds per path: `WARD_BENCH_MESH_ROUNDS` when set (a positive integer), else `fallback`. */
+export function selectedRounds(fallback: number, value = process.env.WARD_BENCH_MESH_ROUNDS): number {
+  if (value === undefined || value === '') return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`WARD_BENCH_MESH_ROUNDS: ${value} is not a positive integer`);
+  return n;
+}
+
 /** The TCP ping-pong message size. */
 export const TCP_MESSAGE_BYTES = 64;
 /** The gRPC method the clients call (the apps answer any path). */

@@ -43,7 +43,10 @@
  * Targets (ward/*\/1000rps): added p50 ≤ 0.5 ms and added p99 ≤ 2 ms. Every process — generator,
  * apps, both proxies, the controller — shares this machine's cores, so saturation figures are a
  * bound of the whole box, not of a proxy alone. `WARD_BENCH_MESH_QUICK=1` shortens every run
- * (for working on the bench; the figures are then noisier).
+ * (for working on the bench; the figures are then noisier). To measure less:
+ * `WARD_BENCH_MESH_PROTOCOLS=tcp` (comma-separated protocols), `WARD_BENCH_MESH_PATHS=netns` (only
+ * the comparison with Linkerd; `loopback`: only the loopback paths), `WARD_BENCH_MESH_ROUNDS=N`
+ * (fixed-rate rounds per path).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -63,6 +66,8 @@ import {
   type Route,
   runClosedLoop,
   runFixedRate,
+  selectedProtocols,
+  selectedRounds,
   tcpClient,
 } from './mesh-load.js';
 import { ensureNginx, type NginxMesh, startNginxMesh } from './mesh-nginx.js';
@@ -81,7 +86,7 @@ const QUICK = process.env.WARD_BENCH_MESH_QUICK === '1';
  * rounds (five outlasted two), and a 4 s round (4,000 requests, the p99 from the 40 slowest)
  * is less often touched by an episode than a 6 s one. A path's rounds take a third longer.
  */
-const FIXED_ROUNDS = QUICK ? 1 : 9;
+const FIXED_ROUNDS = selectedRounds(QUICK ? 1 : 9);
 const FIXED = QUICK ? { warmupMs: 1000, measureMs: 3000 } : { warmupMs: 3000, measureMs: 4000 };
 /** The warm-up of the later rounds (the connections and code are warm by then). */
 const FIXED_NEXT_WARMUP_MS = 1000;
@@ -99,7 +104,13 @@ const GENERATOR_WARMUP_MS = QUICK ? 300 : 1500;
 const IDLE_SETTLE_MS = QUICK ? 12_000 : 15_000;
 /** When the RSS right after start is read. */
 const START_RSS_MS = 1000;
-const PROTOCOLS: readonly Protocol[] = ['http1', 'grpc', 'tcp'];
+const PROTOCOLS: readonly Protocol[] = selectedProtocols();
+/** Which parts run (`WARD_BENCH_MESH_PATHS`: `loopback`, `netns`; unset: both). */
+const PARTS = ((value = process.env.WARD_BENCH_MESH_PATHS ?? '') => {
+  if (value === '') return { loopback: true, netns: true };
+  if (value !== 'loopback' && value !== 'netns') throw new Error(`WARD_BENCH_MESH_PATHS: ${value} is neither loopback nor netns`);
+  return { loopback: value === 'loopback', netns: value === 'netns' };
+})();
 /** Above this much CPU used outside the bench during a run (percent of one core), the bench warns. */
 const OTHER_CPU_WARN_PCT = 10;
 /** Above this much CPU taken by the hypervisor during a run (percent of one core), the bench warns. */
@@ -373,8 +384,8 @@ function logComparison(results: readonly BenchResult[]): void {
 
 /** Runs the mesh suite: the loopback paths, then (their processes stopped) the netns comparison with Linkerd's proxy. */
 export async function runMeshSuite(): Promise<BenchResult[]> {
-  const results = await runLoopbackPaths();
-  results.push(...(await runLinkerdComparison()));
+  const results = PARTS.loopback ? await runLoopbackPaths() : [];
+  if (PARTS.netns) results.push(...(await runLinkerdComparison()));
   return results;
 }
 
