@@ -76,7 +76,7 @@ export function dashboardDir(): string {
 }
 
 /** The files of the built app by URL path below `/dashboard/`; read once per directory mtime. */
-class StaticFiles {
+export class StaticFiles {
   #mtimeMs = -1;
   #files = new Map<string, string>();
 
@@ -103,6 +103,16 @@ class StaticFiles {
   }
 }
 
+/** The build-relative name a URL path below /dashboard/ asks for (percent-decoded), or undefined. */
+export function staticPathOf(pathname: string): string | undefined {
+  if (!pathname.startsWith('/dashboard/')) return undefined;
+  try {
+    return decodeURIComponent(pathname.slice('/dashboard/'.length));
+  } catch {
+    return undefined;
+  }
+}
+
 function extensionOf(name: string): string {
   const dot = name.lastIndexOf('.');
   return dot === -1 ? '' : name.slice(dot);
@@ -119,13 +129,8 @@ function serveStatic(files: StaticFiles, req: IncomingMessage, res: ServerRespon
     res.end();
     return;
   }
-  let rel: string;
-  try {
-    rel = decodeURIComponent(url.pathname.slice('/dashboard/'.length));
-  } catch {
-    rel = '\0';
-  }
-  const file = files.find(rel);
+  const rel = staticPathOf(url.pathname);
+  const file = rel === undefined ? undefined : files.find(rel);
   if (file === undefined) {
     const built = files.isBuilt;
     res.writeHead(built ? 404 : 503, { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store', ...SECURITY_HEADERS });
@@ -135,7 +140,7 @@ function serveStatic(files: StaticFiles, req: IncomingMessage, res: ServerRespon
   const body = readFileSync(file);
   const ext = extensionOf(file);
   // Vite names assets by content hash: they never change under one name.
-  const cache = rel.startsWith('assets/') ? 'public, max-age=31536000, immutable' : 'no-cache';
+  const cache = rel?.startsWith('assets/') === true ? 'public, max-age=31536000, immutable' : 'no-cache';
   res.writeHead(200, {
     'content-type': CONTENT_TYPES[ext] ?? 'application/octet-stream',
     'content-length': body.length,
@@ -190,6 +195,19 @@ function json(status: number, value: unknown): AdminResponse {
 
 const NAMESPACE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
+/** The graph route's query: a namespace (none = all) and the version the caller has; or why it is refused. */
+export function parseGraphQuery(q: URLSearchParams): { readonly namespace: string | undefined; readonly since: number | undefined } | string {
+  const all = q.get('allNamespaces') === 'true';
+  const nsParam = q.get('namespace');
+  if (nsParam !== null && nsParam !== '' && !NAMESPACE.test(nsParam)) {
+    return `namespace ${JSON.stringify(nsParam.slice(0, 80))} is not a Kubernetes namespace name`;
+  }
+  const sinceText = q.get('since');
+  const since = sinceText !== null && /^\d{1,15}$/.test(sinceText) ? Number(sinceText) : undefined;
+  if (sinceText !== null && since === undefined) return '"since" must be a version number from an earlier answer';
+  return { namespace: all || nsParam === null || nsParam === '' ? undefined : nsParam, since };
+}
+
 /** The dashboard's routes: `/api/v1/graph`, `/` and the static app. */
 export function dashboardRoutes(ctx: AdminContext, opts: { readonly dir?: string } = {}): FeatureRoutes {
   const view = { config: ctx.cluster, index: ctx.indexes.index };
@@ -209,16 +227,9 @@ export function dashboardRoutes(ctx: AdminContext, opts: { readonly dir?: string
     },
   };
   const answerGraph = (url: URL): AdminResponse => {
-    const q = url.searchParams;
-    const all = q.get('allNamespaces') === 'true';
-    const nsParam = q.get('namespace');
-    if (nsParam !== null && nsParam !== '' && !NAMESPACE.test(nsParam)) {
-      return apiError(400, 'INVALID_ARGUMENT', `namespace ${JSON.stringify(nsParam.slice(0, 80))} is not a Kubernetes namespace name`);
-    }
-    const namespace = all || nsParam === null || nsParam === '' ? undefined : nsParam;
-    const sinceText = q.get('since');
-    const since = sinceText !== null && /^\d{1,15}$/.test(sinceText) ? Number(sinceText) : undefined;
-    if (sinceText !== null && since === undefined) return apiError(400, 'INVALID_ARGUMENT', '"since" must be a version number from an earlier answer');
+    const query = parseGraphQuery(url.searchParams);
+    if (typeof query === 'string') return apiError(400, 'INVALID_ARGUMENT', query);
+    const { namespace, since } = query;
     const v = version.current();
     if (since === v) return json(200, { version: v, unchanged: true });
     const key = `${v}\0${namespace ?? ''}`;
