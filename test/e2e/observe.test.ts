@@ -134,7 +134,7 @@ describe('e2e: ward edges and ward stat on ward up', { timeout: 240_000 }, () =>
     const locked = targets.find((x) => x.pod.startsWith('locked-'));
     assert.equal(locked?.up, false);
     assert.ok(
-      locked?.error?.startsWith("denied by the pod's policy on port 4191: authorize the identity " + idOf('linkerd', 'ward-controller')),
+      locked?.error?.startsWith(`denied by the pod's policy on port 4191: authorize the identity ${idOf('linkerd', 'ward-controller')}`),
       locked?.error,
     );
     const r = wardSync(['edges', '-n', 'legacy', '--controller', controller]);
