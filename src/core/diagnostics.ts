@@ -301,6 +301,12 @@ export const CATALOG = {
       'on pod {pod} port {port}, {request} matches {first} and {second}; the proxy picks {first} alone, so sources only {second} admits are denied there',
     hint: 'make the matches of different TrafficTargets disjoint, or list the same sources in both',
   },
+  SMI014: {
+    severity: 'warning',
+    message:
+      '{field} "{value}" repeats a group that itself repeats; RE2 runs it in linear time, but ward\'s JavaScript engine backtracks, so a hostile request can make it slow',
+    hint: 'rewrite it without nested repetition, e.g. (a+)+ as a+',
+  },
   // --- CLI usage (POL2xx) ---
   POL200: { severity: 'error', message: '{detail}' },
   POL201: { severity: 'error', message: 'test suite: {detail}' },
