@@ -155,6 +155,19 @@ metadata: {name: all, namespace: app}
     );
   });
 
+  it('warns about regexes with nested repetition, which JavaScript may run in exponential time', () => {
+    const found = lint(`apiVersion: specs.smi-spec.io/v1alpha4
+kind: HTTPRouteGroup
+metadata: {name: routes, namespace: app}
+spec:
+  matches: [{name: a, pathRegex: "/(a+)+$", headers: {x-id: "([0-9]+-?)*"}}]
+`);
+    assert.deepEqual(
+      found.map((f) => f.slice(0, f.indexOf(' '))),
+      ['SMI014@5:34', 'SMI014@5:54'],
+    );
+  });
+
   it('finds nothing where no SMI object exists', () => {
     assert.deepEqual(lint(POD), []);
   });

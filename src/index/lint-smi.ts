@@ -4,7 +4,8 @@
  * running SMI on ward's engine: a Linkerd Server on a governed port (it wins: SMI007), HTTP
  * rules on an opaque port (SMI008), UDPRoutes (SMI009), a literal pathRegex read as a prefix
  * (SMI010), a TrafficTarget that admits nothing (SMI011), and matches of TrafficTargets with
- * different sources that one request satisfies together, where the proxy decides on one (SMI013).
+ * different sources that one request satisfies together, where the proxy decides on one (SMI013),
+ * and regexes whose nested repetition JavaScript may run in exponential time (SMI014).
  */
 import {
   compileHttpRoutes,
@@ -17,7 +18,7 @@ import {
   type RouteRequest,
   selectHttpRoute,
 } from '../core/index.js';
-import { type SmiResource, smiFieldPath, smiPositionOf, type TrafficTarget } from '../manifest/index.js';
+import { hasNestedQuantifier, type SmiResource, smiFieldPath, smiPositionOf, type TrafficTarget } from '../manifest/index.js';
 import type { PodInfo } from './pod.js';
 import type { PolicyIndex } from './policy-index.js';
 import { governsPort, type SmiCompiledTarget } from './smi.js';
@@ -44,7 +45,13 @@ export function lintSmi(index: PolicyIndex): Diagnostic[] {
     if (smi === undefined) continue;
     for (const g of smi.httpRouteGroups.values()) {
       g.spec.matches.forEach((m, i) => {
-        if (m.pathRegex !== undefined && LITERAL_PATH.test(m.pathRegex)) report('SMI010', { value: m.pathRegex }, g, ['spec', 'matches', i, 'pathRegex']);
+        const at = ['spec', 'matches', i];
+        if (m.pathRegex !== undefined && LITERAL_PATH.test(m.pathRegex)) report('SMI010', { value: m.pathRegex }, g, [...at, 'pathRegex']);
+        if (m.pathRegex !== undefined && hasNestedQuantifier(m.pathRegex))
+          report('SMI014', { field: 'pathRegex', value: m.pathRegex }, g, [...at, 'pathRegex']);
+        for (const h of m.headers ?? []) {
+          if (hasNestedQuantifier(h.value)) report('SMI014', { field: `header ${h.name}`, value: h.value }, g, [...at, 'headers']);
+        }
       });
     }
     const compiled = new Map(smi.compiled(domain).map((t) => [t.name, t]));

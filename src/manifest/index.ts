@@ -80,7 +80,7 @@ export {
   resourceKeyOf,
   resourceKeyString,
 } from './pipeline.js';
-export { checkRe2Regex, type Re2Problem } from './re2.js';
+export { checkRe2Regex, hasNestedQuantifier, type Re2Problem } from './re2.js';
 export { HTTP_METHODS } from './route-schemas.js';
 export * from './smi-types.js';
 export * from './types.js';

@@ -107,3 +107,40 @@ export function checkRe2Regex(pattern: string): Re2Problem | undefined {
   }
   return undefined;
 }
+
+/**
+ * True when a repeated group itself repeats (`(a+)+`, `(x*y?)*`, `(?:a|b+){2,}`): harmless in
+ * RE2, which runs in linear time, but JavaScript backtracks and such a pattern can take
+ * exponential time on a hostile path or header value. A heuristic: it may flag a safe pattern.
+ */
+export function hasNestedQuantifier(pattern: string): boolean {
+  // Per open group: whether a quantifier occurred inside it.
+  const stack: boolean[] = [];
+  let inClass = false;
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i];
+    if (c === '\\') {
+      i++;
+      continue;
+    }
+    if (inClass) {
+      if (c === ']') inClass = false;
+      continue;
+    }
+    if (c === '[') inClass = true;
+    else if (c === '(') stack.push(false);
+    else if (c === '*' || c === '+' || c === '{') {
+      if (stack.length > 0) stack[stack.length - 1] = true;
+    } else if (c === '?' && pattern[i - 1] !== '(') {
+      if (stack.length > 0) stack[stack.length - 1] = true;
+    } else if (c === ')') {
+      const inner = stack.pop() ?? false;
+      const next = pattern[i + 1];
+      const repeated =
+        next === '*' || next === '+' || (next === '{' && /^\{\d+,\d*\}/.test(pattern.slice(i + 1)) && !/^\{(\d+),\1\}/.test(pattern.slice(i + 1)));
+      if (inner && repeated) return true;
+      if (inner && stack.length > 0) stack[stack.length - 1] = true;
+    }
+  }
+  return false;
+}

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { type DecodeResult, decodeResource } from './decode.js';
 import { parseManifestText } from './load.js';
-import { checkRe2Regex } from './re2.js';
+import { checkRe2Regex, hasNestedQuantifier } from './re2.js';
 import { type SmiResource, smiFieldPath } from './smi-types.js';
 
 function decodeOne(text: string): DecodeResult {
@@ -195,5 +195,12 @@ describe('checkRe2Regex: the common ground of RE2 and JavaScript', () => {
       ['x\\', /lone backslash/],
     ];
     for (const [p, why] of cases) assert.match(checkRe2Regex(p)?.detail ?? 'accepted', why, p);
+  });
+});
+
+describe('hasNestedQuantifier: repetition JavaScript may backtrack on', () => {
+  it('flags a repeated group that itself repeats, and nothing else', () => {
+    for (const p of ['(a+)+', '(a*)*$', '(?:x|y+){2,}', '((ab)*c)+', '(a?b)*']) assert.equal(hasNestedQuantifier(p), true, p);
+    for (const p of ['/api/.*', '(a+)?', '(ab)+', '(a+){3}', '[(+)]+', '\\(a+\\)+', '(?:/v[0-9])?/x']) assert.equal(hasNestedQuantifier(p), false, p);
   });
 });
