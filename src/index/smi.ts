@@ -199,8 +199,8 @@ export class SmiNamespace {
 
   #changed(): void {
     this.#compiled = undefined;
-    // Values computed before the change stay available for identity reuse until recomputed.
-    for (const [k, v] of this.#fresh) this.#values.set(k, v);
+    // The last generation's values stay available for identity reuse; older ones are dropped.
+    if (this.#fresh.size > 0) this.#values = this.#fresh;
     this.#fresh = new Map();
   }
 
