@@ -329,14 +329,18 @@ export class PolicyIndex {
       case 'HTTPRouteGroup':
       case 'TCPRoute':
       case 'UDPRoute':
-        ns.smi.apply(r);
-        // Which ports SMI governs depends on pods' ServiceAccounts: every pod republishes.
-        for (const pod of ns.pods.keys()) ns.dirtyPods.add(pod);
+        this.#smiChanged(ns, ns.smi.apply(r));
         return;
       default:
         // Namespaces, ServiceAccounts, Services and workloads do not shape inbound policy here.
         return;
     }
+  }
+
+  /** An SMI change republishes the pods of the destination ServiceAccounts it can affect. */
+  #smiChanged(ns: NsState, serviceAccounts: ReadonlySet<string>): void {
+    if (serviceAccounts.size === 0) return;
+    for (const [name, pod] of ns.pods) if (serviceAccounts.has(pod.info.serviceAccount)) ns.dirtyPods.add(name);
   }
 
   #deletePod(ns: NsState, name: string): void {
@@ -385,7 +389,7 @@ export class PolicyIndex {
         if (ns.grpcRoutes.delete(k.name)) ns.dirtyPolicies = true;
         return;
       default:
-        if (ns.smi.delete(k.kind, k.name)) for (const pod of ns.pods.keys()) ns.dirtyPods.add(pod);
+        this.#smiChanged(ns, ns.smi.delete(k.kind, k.name));
         return;
     }
   }

@@ -247,4 +247,26 @@ spec: {podSelector: {matchLabels: {app: api}}, port: 8080, proxyProtocol: HTTP/1
     index.delete({ kind: 'TrafficTarget', group: '', namespace: 'app', name: 'web-api' });
     assert.equal(cell.value.meta.kind, 'default');
   });
+
+  it('an edit republishes exactly the pods it can affect: a route object edit reaches the TrafficTargets naming it, a moved destination both ServiceAccounts', () => {
+    const index = indexOf(
+      API_POD + pod('db', 'db', ['sql:5432']) + ROUTES + tt('web-api', '[{kind: HTTPRouteGroup, name: api-routes, matches: [api]}]', ['web']),
+    );
+    const api = index.lookup('app', 'api', 8080);
+    const db = index.lookup('app', 'db', 5432);
+    assert.ok(api && db);
+    assert.equal(db.value.meta.kind, 'default');
+    const [narrower] = resources(ROUTES.replace('"/api/.*"', '"/api/v2/.*"'));
+    assert.ok(narrower);
+    index.apply(narrower);
+    assert.equal(verdict(request(api.value, id('web'), 'GET', '/api/v1')), 'deny http403');
+    assert.equal(verdict(request(api.value, id('web'), 'GET', '/api/v2/x')), 'allow api-routes:api traffictarget/web-api');
+    const [moved] = resources(
+      tt('web-api', '[{kind: HTTPRouteGroup, name: api-routes, matches: [api]}]', ['web']).replace('name: api, namespace: app}', 'name: db, namespace: app}'),
+    );
+    assert.ok(moved);
+    index.apply(moved);
+    assert.equal(api.value.meta.kind, 'default');
+    assert.deepEqual(db.value.meta, { group: 'access.smi-spec.io', kind: 'traffictarget', name: 'web-api' });
+  });
 });

@@ -204,18 +204,38 @@ export class SmiNamespace {
     this.#fresh = new Map();
   }
 
-  /** Adds or replaces an SMI object. */
-  apply(r: SmiResource): void {
-    this.#mapOf(r.kind).set(r.metadata.name, r);
-    this.#changed();
+  /**
+   * The ServiceAccounts whose pods a change of (kind, name) can affect: a TrafficTarget's
+   * destination, or the destinations of the TrafficTargets whose rules name the route object.
+   */
+  #affected(kind: SmiResource['kind'], name: string, into: Set<string>): void {
+    if (kind === 'TrafficTarget') {
+      const tt = this.targets.get(name);
+      if (tt !== undefined) into.add(tt.spec.destination.name);
+      return;
+    }
+    for (const tt of this.targets.values()) {
+      if (tt.spec.rules.some((r) => r.kind === kind && r.name === name)) into.add(tt.spec.destination.name);
+    }
   }
 
-  /** Removes an SMI object; false when it was not held. */
-  delete(kind: string, name: string): boolean {
-    if (kind !== 'TrafficTarget' && kind !== 'HTTPRouteGroup' && kind !== 'TCPRoute' && kind !== 'UDPRoute') return false;
-    const hit = this.#mapOf(kind).delete(name);
-    if (hit) this.#changed();
-    return hit;
+  /** Adds or replaces an SMI object; returns the ServiceAccounts whose pods may change (before and after). */
+  apply(r: SmiResource): Set<string> {
+    const affected = new Set<string>();
+    this.#affected(r.kind, r.metadata.name, affected);
+    this.#mapOf(r.kind).set(r.metadata.name, r);
+    this.#affected(r.kind, r.metadata.name, affected);
+    this.#changed();
+    return affected;
+  }
+
+  /** Removes an SMI object; returns the ServiceAccounts whose pods may change (empty when it was not held). */
+  delete(kind: string, name: string): Set<string> {
+    const affected = new Set<string>();
+    if (kind !== 'TrafficTarget' && kind !== 'HTTPRouteGroup' && kind !== 'TCPRoute' && kind !== 'UDPRoute') return affected;
+    this.#affected(kind, name, affected);
+    if (this.#mapOf(kind).delete(name)) this.#changed();
+    return affected;
   }
 
   /** Every held object as (kind, name). */
