@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, describe, it } from 'node:test';
-import { createRegistry } from '../../shared/index.js';
+import { createLogger, createRegistry } from '../../shared/index.js';
 import { type CollectorTarget, EmbeddedCollector, workloadOfPod } from './embedded-collector.js';
 import type { ProxyAdminTls } from './proxy-admin-client.js';
 
@@ -96,6 +96,28 @@ describe('EmbeddedCollector', () => {
       (await c.targets()).map((t) => t.pod),
       ['denied-0'],
     );
+  });
+
+  it('warns once when a pod starts denying the controller, even after other failures', async () => {
+    let status = 500;
+    const address = await pod(
+      () => '',
+      () => status,
+    );
+    const lines: { level: number; msg: string; pod?: string; err?: string }[] = [];
+    const log = createLogger({ level: 'debug', destination: { write: (l: string) => lines.push(JSON.parse(l) as (typeof lines)[number]) } });
+    const c = new EmbeddedCollector({ targets: () => [target('web', address)], tls: noTls, intervalMs: 1000, log });
+    await c.scrapeAll();
+    status = 403;
+    await c.scrapeAll();
+    await c.scrapeAll();
+    const warnings = lines.filter((l) => l.level >= 40);
+    assert.deepEqual(
+      warnings.map((w) => [w.msg, w.pod]),
+      [['metrics scrape denied', 'demo/web-0']],
+    );
+    assert.match(warnings[0]?.err ?? '', /denied by the pod's policy on port 4191/);
+    assert.equal(lines.filter((l) => l.msg === 'metrics scrape failed').length, 1);
   });
 
   it('holds its total series limit, dropping new series and saying so', async () => {

@@ -67,7 +67,7 @@ export const COLLECTOR_DEFAULTS = {
   concurrency: 8,
   maxBodyBytes: 8 * 1024 * 1024,
   maxSeriesPerPod: 20_000,
-  maxSeriesTotal: 200_000,
+  maxSeriesTotal: 100_000,
 } as const;
 
 interface TargetState {
@@ -77,6 +77,8 @@ interface TargetState {
   up: boolean;
   lastAttemptMs: number | undefined;
   error: string | undefined;
+  /** Code of the last failure, so that each new reason is logged once. */
+  reason: string | undefined;
 }
 
 const NOT_EXPOSED = new Set<string>(TARGET_LABELS);
@@ -265,7 +267,7 @@ export class EmbeddedCollector implements MetricsBackend {
       let state = this.#states.get(key);
       if (state === undefined || state.target.address !== target.address || state.target.identity !== target.identity) {
         // A new pod, or the same name at a new address (recreated): a fresh window.
-        state = { target, window: new TargetWindow(this.#capacity), inFlight: false, up: false, lastAttemptMs: undefined, error: undefined };
+        state = { target, window: new TargetWindow(this.#capacity), inFlight: false, up: false, lastAttemptMs: undefined, error: undefined, reason: undefined };
         this.#states.set(key, state);
       } else state.target = target;
       const s = state;
@@ -345,6 +347,7 @@ export class EmbeddedCollector implements MetricsBackend {
       for (const other of this.#states.values()) if (other !== s) total += other.window.size;
       const update = s.window.record(this.#now(), series, this.#maxSeriesTotal - total - s.window.size);
       s.up = true;
+      s.reason = undefined;
       s.error = update.dropped > 0 ? `${update.dropped} new series dropped: the collector holds its limit of ${this.#maxSeriesTotal} series` : undefined;
       if (update.dropped > 0) this.#metrics?.dropped.inc(update.dropped);
       this.#metrics?.scrapes.inc({ result: 'success' });
@@ -352,14 +355,15 @@ export class EmbeddedCollector implements MetricsBackend {
       res?.destroy();
       if (this.#stopped) return;
       const f = describeFailure(e);
-      const firstFailure = s.up || s.error === undefined;
+      const newReason = s.up || s.reason !== f.reason;
       s.up = false;
       s.error = f.message;
+      s.reason = f.reason;
       this.#metrics?.scrapes.inc({ result: 'failure' });
       this.#metrics?.failures.inc({ reason: f.reason });
       // A denial needs the operator (the pod's policy must admit the controller); a pod that is
       // starting or going away does not, and `ward up` shows warnings on its console.
-      if (firstFailure) {
+      if (newReason) {
         const fields = { pod: `${t.namespace}/${t.pod}`, address: t.address, reason: f.reason, err: f.message };
         if (f.reason === 'ERR_PROXY_ADMIN_DENIED') this.#log.warn(fields, 'metrics scrape denied');
         else this.#log.debug(fields, 'metrics scrape failed');
@@ -375,7 +379,7 @@ export class EmbeddedCollector implements MetricsBackend {
       const key = targetKey(target);
       let s = this.#states.get(key);
       if (s === undefined) {
-        s = { target, window: new TargetWindow(this.#capacity), inFlight: false, up: false, lastAttemptMs: undefined, error: undefined };
+        s = { target, window: new TargetWindow(this.#capacity), inFlight: false, up: false, lastAttemptMs: undefined, error: undefined, reason: undefined };
         this.#states.set(key, s);
       }
       states.push(s);
