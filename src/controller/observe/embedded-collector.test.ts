@@ -20,7 +20,8 @@ async function pod(body: () => string, status = () => 200): Promise<string> {
       res.writeHead(404).end();
       return;
     }
-    res.writeHead(status(), { 'content-type': 'text/plain; version=0.0.4' }).end(status() === 200 ? body() : '');
+    const code = status();
+    res.writeHead(code, { 'content-type': 'text/plain; version=0.0.4' }).end(code === 200 ? body() : '');
   });
   servers.push(s);
   await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
@@ -118,6 +119,27 @@ describe('EmbeddedCollector', () => {
     );
     assert.match(warnings[0]?.err ?? '', /denied by the pod's policy on port 4191/);
     assert.equal(lines.filter((l) => l.msg === 'metrics scrape failed').length, 1);
+  });
+
+  it('asks a pod that denied it again only a minute later', async () => {
+    let hits = 0;
+    const address = await pod(
+      () => '',
+      () => {
+        hits++;
+        return 403;
+      },
+    );
+    let offsetMs = 0;
+    const c = new EmbeddedCollector({ targets: () => [target('web', address)], tls: noTls, intervalMs: 100, now: () => Date.now() + offsetMs });
+    c.start();
+    await waitUntil(() => Promise.resolve(hits >= 1));
+    const rounds = c.rounds;
+    await waitUntil(() => Promise.resolve(c.rounds >= rounds + 5));
+    assert.equal(hits, 1);
+    offsetMs = 61_000;
+    await waitUntil(() => Promise.resolve(hits >= 2));
+    c.stop();
   });
 
   it('holds its total series limit, dropping new series and saying so', async () => {

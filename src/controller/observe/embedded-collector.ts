@@ -10,6 +10,9 @@
  * `timeoutMs`; a target whose previous scrape is still running is skipped. Targets are read from
  * the policy index at every round: a pod that went away is forgotten with its series.
  *
+ * A pod whose policy denies the controller is asked again once a minute rather than every
+ * interval: each denied scrape is a denial in its proxy's log and in `ward status`.
+ *
  * Bounds: a body larger than `maxBodyBytes` or with more than `maxSeriesPerPod` series fails the
  * scrape; past `maxSeriesTotal` new series are dropped (counted, and reported on the target).
  * Every series gets the pod's `namespace`, `pod`, `workload_kind` and `workload_name`; a pod that
@@ -70,6 +73,9 @@ export const COLLECTOR_DEFAULTS = {
   maxSeriesTotal: 100_000,
 } as const;
 
+/** How long a pod that denied the controller is left alone. */
+const DENIED_RETRY_MS = 60_000;
+
 interface TargetState {
   target: CollectorTarget;
   readonly window: TargetWindow;
@@ -79,6 +85,8 @@ interface TargetState {
   error: string | undefined;
   /** Code of the last failure, so that each new reason is logged once. */
   reason: string | undefined;
+  /** A pod that denied the controller is asked again only from then on. */
+  retryAtMs: number | undefined;
 }
 
 const NOT_EXPOSED = new Set<string>(TARGET_LABELS);
@@ -267,10 +275,20 @@ export class EmbeddedCollector implements MetricsBackend {
       let state = this.#states.get(key);
       if (state === undefined || state.target.address !== target.address || state.target.identity !== target.identity) {
         // A new pod, or the same name at a new address (recreated): a fresh window.
-        state = { target, window: new TargetWindow(this.#capacity), inFlight: false, up: false, lastAttemptMs: undefined, error: undefined, reason: undefined };
+        state = {
+          target,
+          window: new TargetWindow(this.#capacity),
+          inFlight: false,
+          up: false,
+          lastAttemptMs: undefined,
+          error: undefined,
+          reason: undefined,
+          retryAtMs: undefined,
+        };
         this.#states.set(key, state);
       } else state.target = target;
       const s = state;
+      if (s.retryAtMs !== undefined && this.#now() < s.retryAtMs) continue;
       const delay = hash(key) % Math.max(1, Math.floor(spreadMs));
       const timer = setTimeout(() => {
         this.#pending.delete(timer);
@@ -348,6 +366,7 @@ export class EmbeddedCollector implements MetricsBackend {
       const update = s.window.record(this.#now(), series, this.#maxSeriesTotal - total - s.window.size);
       s.up = true;
       s.reason = undefined;
+      s.retryAtMs = undefined;
       s.error = update.dropped > 0 ? `${update.dropped} new series dropped: the collector holds its limit of ${this.#maxSeriesTotal} series` : undefined;
       if (update.dropped > 0) this.#metrics?.dropped.inc(update.dropped);
       this.#metrics?.scrapes.inc({ result: 'success' });
@@ -359,6 +378,9 @@ export class EmbeddedCollector implements MetricsBackend {
       s.up = false;
       s.error = f.message;
       s.reason = f.reason;
+      // Every denied scrape is a denial in the pod's log and `ward status`: ask again once a minute
+      // (a policy that starts admitting the controller is seen within that).
+      s.retryAtMs = f.reason === 'ERR_PROXY_ADMIN_DENIED' ? this.#now() + Math.max(DENIED_RETRY_MS, this.intervalMs) : undefined;
       this.#metrics?.scrapes.inc({ result: 'failure' });
       this.#metrics?.failures.inc({ reason: f.reason });
       // A denial needs the operator (the pod's policy must admit the controller); a pod that is
@@ -379,7 +401,16 @@ export class EmbeddedCollector implements MetricsBackend {
       const key = targetKey(target);
       let s = this.#states.get(key);
       if (s === undefined) {
-        s = { target, window: new TargetWindow(this.#capacity), inFlight: false, up: false, lastAttemptMs: undefined, error: undefined, reason: undefined };
+        s = {
+          target,
+          window: new TargetWindow(this.#capacity),
+          inFlight: false,
+          up: false,
+          lastAttemptMs: undefined,
+          error: undefined,
+          reason: undefined,
+          retryAtMs: undefined,
+        };
         this.#states.set(key, s);
       }
       states.push(s);
