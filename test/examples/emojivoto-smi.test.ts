@@ -103,4 +103,30 @@ describe('examples/emojivoto-smi', () => {
     // The deny default denies everyone there, emojivoto's own vote-bot included: the TrafficTarget is what admits it.
     assert.deepEqual([...none.values()], ['deny http403', 'deny http403']);
   });
+
+  it('ward explain names the TrafficTarget and the match that admit a caller, or would have', async () => {
+    const explain = async (from: string) => {
+      const io = bufferIo();
+      const status = await main(
+        ['explain', '-f', APP, '-f', SMI, '--to', 'deploy/web:8080', '-n', 'emojivoto', '--from-sa', from, '--http', 'GET /api/vote', '-o', 'json'],
+        io,
+      );
+      assert.equal(status, 0, io.stderr);
+      return JSON.parse(io.stdout) as { decision: string; server: unknown; route: unknown; authz: unknown; chain: { step: string; detail: string }[] };
+    };
+    const ok = await explain('emojivoto/vote-bot');
+    assert.deepEqual(
+      [ok.decision, ok.server, ok.route, ok.authz],
+      [
+        'allow',
+        { kind: 'traffictarget', name: 'web-from-emojivoto' },
+        { kind: 'httproutegroup', name: 'web-app:everything' },
+        { kind: 'traffictarget', name: 'web-from-emojivoto' },
+      ],
+    );
+    const bad = await explain('bad/vote-bot');
+    assert.deepEqual([bad.decision, bad.route, bad.authz], ['deny', { kind: 'httproutegroup', name: 'web-app:everything' }, null]);
+    assert.match(bad.chain.find((c) => c.step === 'verdict')?.detail ?? '', /closest miss: traffictarget\/web-from-emojivoto/);
+    assert.match(bad.chain.find((c) => c.step === 'server')?.detail ?? '', /destination of TrafficTarget web-from-emojivoto/);
+  });
 });
