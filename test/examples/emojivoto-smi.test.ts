@@ -121,7 +121,7 @@ describe('examples/emojivoto-smi', () => {
         'allow',
         { kind: 'traffictarget', name: 'web-from-emojivoto' },
         { kind: 'httproutegroup', name: 'web-app:everything' },
-        { kind: 'traffictarget', name: 'web-from-emojivoto' },
+        { group: 'access.smi-spec.io', kind: 'traffictarget', name: 'web-from-emojivoto' },
       ],
     );
     const bad = await explain('bad/vote-bot');
