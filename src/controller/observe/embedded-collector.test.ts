@@ -117,7 +117,7 @@ describe('EmbeddedCollector', () => {
       warnings.map((w) => [w.msg, w.pod]),
       [['metrics scrape denied', 'demo/web-0']],
     );
-    assert.match(warnings[0]?.err ?? '', /denied by the pod's policy on port 4191/);
+    assert.match(warnings[0]?.err ?? '', /^demo\/web-0: denied by the pod's policy on port 4191/);
     assert.equal(lines.filter((l) => l.msg === 'metrics scrape failed').length, 1);
   });
 

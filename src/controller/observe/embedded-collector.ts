@@ -386,7 +386,8 @@ export class EmbeddedCollector implements MetricsBackend {
       // A denial needs the operator (the pod's policy must admit the controller); a pod that is
       // starting or going away does not, and `ward up` shows warnings on its console.
       if (newReason) {
-        const fields = { pod: `${t.namespace}/${t.pod}`, address: t.address, reason: f.reason, err: f.message };
+        // `err` names the pod: ward up prints a warning's message and `err` alone.
+        const fields = { pod: `${t.namespace}/${t.pod}`, address: t.address, reason: f.reason, err: `${t.namespace}/${t.pod}: ${f.message}` };
         if (f.reason === 'ERR_PROXY_ADMIN_DENIED') this.#log.warn(fields, 'metrics scrape denied');
         else this.#log.debug(fields, 'metrics scrape failed');
       }
