@@ -51,6 +51,8 @@ export interface GraphNode {
   readonly name: string;
   readonly meshed: boolean;
   readonly pods: number;
+  /** The names of its pods, sorted. */
+  readonly podNames: readonly string[];
   /** Pods whose `Ready` condition is true; null when no pod reports conditions (manifests, `ward up`). */
   readonly readyPods: number | null;
   readonly serviceAccount: string | null;
@@ -235,6 +237,7 @@ export function policyGraph(view: PolicyView, opts: GraphOptions = {}): PolicyGr
       name: w.name,
       meshed: true,
       pods: w.pods.length,
+      podNames: w.pods.map((p) => p.name),
       readyPods: readyOf(w.pods.map((p) => p.pod)),
       serviceAccount: first.serviceAccount,
       identity,
@@ -271,6 +274,7 @@ export function policyGraph(view: PolicyView, opts: GraphOptions = {}): PolicyGr
       name: w.name,
       meshed: false,
       pods: w.pods.length,
+      podNames: w.pods.map((p) => p.metadata.name),
       readyPods: readyOf(w.pods),
       serviceAccount: w.pods[0]?.spec.serviceAccountName ?? 'default',
       identity: null,
@@ -291,6 +295,7 @@ export function policyGraph(view: PolicyView, opts: GraphOptions = {}): PolicyGr
       name,
       meshed: false,
       pods: 0,
+      podNames: [],
       readyPods: null,
       serviceAccount: null,
       identity: null,
