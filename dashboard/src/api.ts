@@ -16,6 +16,7 @@ export interface GraphNode extends WorkloadRef {
   readonly id: string;
   readonly meshed: boolean;
   readonly pods: number;
+  readonly podNames: readonly string[];
   readonly readyPods: number | null;
   readonly serviceAccount: string | null;
   readonly identity: string | null;
@@ -90,6 +91,14 @@ export interface TrafficEdge {
   readonly connections: number;
   readonly rps: number;
   readonly deniedRps: number;
+}
+
+/** /api/v1/observe/targets: whether each meshed pod's proxy answers the controller's scrape. */
+export interface ScrapeTarget {
+  readonly namespace: string;
+  readonly pod: string;
+  readonly up: boolean;
+  readonly error?: string;
 }
 
 /** /api/v1/pods. */

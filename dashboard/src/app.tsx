@@ -104,7 +104,7 @@ export function App() {
         {live.graph === undefined ? (
           <p class="muted">loading the policy graph…</p>
         ) : route.view === 'workloads' ? (
-          <WorkloadsView graph={live.graph} pods={live.pods} namespace={namespace} />
+          <WorkloadsView graph={live.graph} pods={live.pods} namespace={namespace} proxiesUp={live.proxiesUp} />
         ) : route.view === 'policy' ? (
           <PolicyView graph={live.graph} args={route.args} namespace={namespace} />
         ) : route.view === 'graph' ? (

@@ -77,6 +77,9 @@ export async function layoutGraph(
       'elk.separateConnectedComponents': 'true',
       'elk.spacing.componentComponent': '30',
       'elk.randomSeed': '1',
+      // Long chains (a ring of namespaces) wrap into rows instead of one screen-wide line; it
+      // doubles the layout time of hundreds of nodes, which are one wide picture anyway.
+      ...(nodes.length <= 200 ? { 'elk.layered.wrapping.strategy': 'MULTI_EDGE', 'elk.aspectRatio': '1.6' } : {}),
     },
     children: nodes.map((n) => ({ id: n.id, width: n.w, height: n.h })),
     // Self-loops are drawn by the view; ELK gets only edges between two nodes it knows.

@@ -199,6 +199,7 @@ export function collapseToNamespaces(nodes: readonly GraphNode[], edges: readonl
       name: n.namespace,
       meshed: (g?.meshed ?? true) && n.meshed,
       pods: (g?.pods ?? 0) + 1,
+      podNames: [],
       readyPods: null,
       serviceAccount: null,
       identity: null,

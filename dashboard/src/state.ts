@@ -4,7 +4,7 @@
  * polled on its own interval, and the pods list refreshed with the graph.
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError, type Graph, getJson, type PodEntry, type TrafficEdge } from './api.js';
+import { ApiError, type Graph, getJson, type PodEntry, type ScrapeTarget, type TrafficEdge } from './api.js';
 
 /** How often the graph version is checked. */
 export const GRAPH_POLL_MS = 1500;
@@ -16,6 +16,8 @@ export interface LiveData {
   readonly graph: Graph | undefined;
   readonly pods: readonly PodEntry[];
   readonly traffic: readonly TrafficEdge[];
+  /** Whether each pod's proxy (`namespace/pod`) answers the controller's scrape; undefined when unknown. */
+  readonly proxiesUp: ReadonlyMap<string, boolean> | undefined;
   /** Why traffic is not shown (the route is missing, the backend failed), or undefined. */
   readonly trafficError: string | undefined;
   readonly error: string | undefined;
@@ -29,7 +31,15 @@ function messageOf(e: unknown): string {
 
 /** Polls the API while mounted. */
 export function useLiveData(): LiveData {
-  const [data, setData] = useState<LiveData>({ graph: undefined, pods: [], traffic: [], trafficError: undefined, error: undefined, changedAt: undefined });
+  const [data, setData] = useState<LiveData>({
+    graph: undefined,
+    pods: [],
+    traffic: [],
+    proxiesUp: undefined,
+    trafficError: undefined,
+    error: undefined,
+    changedAt: undefined,
+  });
   const version = useRef<number | undefined>(undefined);
   useEffect(() => {
     let stopped = false;
@@ -51,8 +61,12 @@ export function useLiveData(): LiveData {
     };
     const pollTraffic = async () => {
       try {
-        const t = await getJson<{ edges: TrafficEdge[] }>('/api/v1/edges?allNamespaces=true&window=60');
-        if (!stopped) setData((d) => ({ ...d, traffic: t.edges, trafficError: undefined }));
+        const [t, health] = await Promise.all([
+          getJson<{ edges: TrafficEdge[] }>('/api/v1/edges?allNamespaces=true&window=60'),
+          getJson<{ targets: ScrapeTarget[] }>('/api/v1/observe/targets').catch(() => undefined),
+        ]);
+        const proxiesUp = health === undefined ? undefined : new Map(health.targets.map((x) => [`${x.namespace}/${x.pod}`, x.up]));
+        if (!stopped) setData((d) => ({ ...d, traffic: t.edges, proxiesUp, trafficError: undefined }));
       } catch (e) {
         const why = e instanceof ApiError && e.status === 404 ? 'this controller does not serve /api/v1/edges' : messageOf(e);
         if (!stopped) setData((d) => ({ ...d, traffic: [], trafficError: why }));

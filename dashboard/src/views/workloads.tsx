@@ -13,7 +13,43 @@ function matches(n: GraphNode, filter: string): boolean {
   return [n.namespace, n.kind, n.name, n.identity ?? '', n.serviceAccount ?? ''].some((s) => s.toLowerCase().includes(f));
 }
 
-export function WorkloadsView({ graph, pods, namespace }: { graph: Graph; pods: readonly PodEntry[]; namespace: string }) {
+/**
+ * Ready pods as Kubernetes reports them; where no pod carries conditions (`ward up`, manifests),
+ * how many pods' proxies answer the controller's scrape, said as such.
+ */
+function Ready({ n, proxiesUp }: { n: GraphNode; proxiesUp: ReadonlyMap<string, boolean> | undefined }) {
+  if (n.readyPods !== null) return <span data-ready={`${n.readyPods}/${n.pods}`}>{`${n.readyPods}/${n.pods}`}</span>;
+  const known = n.meshed && proxiesUp !== undefined ? n.podNames.filter((p) => proxiesUp.has(`${n.namespace}/${p}`)) : [];
+  if (known.length === 0) {
+    return (
+      <span class="muted" title="no pod reports a Ready condition, and the controller scrapes no proxy of it">
+        –
+      </span>
+    );
+  }
+  const up = known.filter((p) => proxiesUp?.get(`${n.namespace}/${p}`) === true).length;
+  return (
+    <span
+      data-proxies-up={`${up}/${n.pods}`}
+      title="pods whose proxy answers the controller's scrape (no Ready condition is reported here)"
+      class={up < n.pods ? 'warn' : undefined}
+    >
+      {up}/{n.pods} proxy up
+    </span>
+  );
+}
+
+export function WorkloadsView({
+  graph,
+  pods,
+  namespace,
+  proxiesUp,
+}: {
+  graph: Graph;
+  pods: readonly PodEntry[];
+  namespace: string;
+  proxiesUp: ReadonlyMap<string, boolean> | undefined;
+}) {
   const [filter, setFilter] = useState('');
   const rows = useMemo(
     () => graph.nodes.filter((n) => n.namespace !== '' && (namespace === '' || n.namespace === namespace) && matches(n, filter)),
@@ -87,13 +123,7 @@ export function WorkloadsView({ graph, pods, namespace }: { graph: Graph; pods: 
               <td class="num">{n.pods}</td>
               <td data-meshed={String(n.meshed)}>{n.meshed ? 'yes' : <span class="warn">no</span>}</td>
               <td>
-                {n.readyPods === null ? (
-                  <span class="muted" title="no pod reports a Ready condition here">
-                    –
-                  </span>
-                ) : (
-                  `${n.readyPods}/${n.pods}`
-                )}
+                <Ready n={n} proxiesUp={proxiesUp} />
               </td>
               <td class="mono">{n.identity ?? <span class="muted">plaintext</span>}</td>
               <td>
