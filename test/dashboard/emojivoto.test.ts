@@ -166,6 +166,8 @@ describe('dashboard on ward up examples/emojivoto', { timeout: 300_000, skip: sk
     assert.equal(web[6], 'web.emojivoto.serviceaccount.identity.linkerd.cluster.local');
     assert.equal(web[7], 'deny');
     assert.equal((rows.find((r) => r[0] === BAD_BOT) ?? [])[7], 'all-unauthenticated');
+    // ward up's pods report no Ready condition: the column says whose proxy answers the controller.
+    for (const id of [WEB, EMOJI, BAD_BOT]) await page.waitForSelector(`[data-workload="${id}"] [data-proxies-up="1/1"]`, { timeout: 60_000 });
     await page.screenshot({ path: join(shots, 'workloads.png'), fullPage: true });
   });
 
