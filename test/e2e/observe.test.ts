@@ -221,6 +221,12 @@ describe('e2e: ward edges and ward stat on ward up', { timeout: 240_000 }, () =>
         ['server', true],
       ],
     );
+    // A namespace is cluster-scoped: no -n needed.
+    const ns = wardJson<{ rows: StatRow[] }>(['stat', 'ns/demo', '--window', '10m']).rows.filter((r) => r.port === null);
+    assert.deepEqual(
+      ns.map((r) => [r.kind, r.name, r.pods, r.rps > 0]),
+      [['Namespace', 'demo', 3, true]],
+    );
     const legacy = wardJson<{ rows: StatRow[] }>(['stat', '-n', 'legacy', 'po']).rows;
     assert.deepEqual(
       legacy.map((r) => [r.name, r.meshed, r.pods]),

@@ -112,6 +112,8 @@ function selectorOf(q: URLSearchParams, required: boolean): ViewSelector {
   } catch (e) {
     throw new BadRequest(e instanceof QueryError ? e.message : errorMessage(e));
   }
+  // Namespaces are cluster-scoped: `ns/demo` is that namespace whatever `-n` says.
+  if (arg.kind === 'Namespace') return { namespace: undefined, kind: arg.kind, name: arg.name };
   return { namespace: arg.namespace ?? namespace, kind: arg.kind, name: arg.name };
 }
 
