@@ -15,16 +15,30 @@
  * (`--metrics-backend prometheus --prometheus-url URL`).
  */
 import { serviceAccountIdentity } from '../../core/index.js';
-import { parseResourceArg, QueryError } from '../../index/index.js';
-import { errorMessage, MeshError } from '../../shared/index.js';
+import { type ClusterConfig, parseResourceArg, QueryError } from '../../index/index.js';
+import { errorMessage, type Logger, MeshError, type Registry } from '../../shared/index.js';
 import { type AdminResponse, type AdminRoute, apiError } from '../admin-api.js';
-import type { AdminContext, FeatureRoutes } from '../admin-routes.js';
+import type { AdminStreamRoute } from '../admin-server.js';
+import type { ControllerIdentity } from '../controller-identity.js';
+import type { ControllerIndexes } from '../controller-indexes.js';
 import type { MetricsSettings } from '../controller-types.js';
+import type { ShutdownStack } from '../shutdown-stack.js';
 import { EmbeddedCollector, targetsFromIndex, workloadOfPod } from './embedded-collector.js';
 import type { MetricsBackend } from './metrics-backend.js';
 import { computeAuthzStat, computeEdges, computeStat, Inventory, type InventoryPod, type ViewSelector } from './observe-views.js';
 import { PrometheusBackend } from './prometheus-backend.js';
 import { controllerProxyAdminTls } from './proxy-admin-client.js';
+
+/** What the traffic views read from the running controller (the admin routes' context). */
+export interface ObserveContext {
+  readonly cluster: ClusterConfig;
+  readonly indexes: ControllerIndexes;
+  readonly identity: ControllerIdentity;
+  readonly registry: Registry;
+  readonly log: Logger;
+  readonly cleanups: ShutdownStack;
+  readonly metrics?: MetricsSettings | undefined;
+}
 
 /** Default view window, seconds. */
 export const DEFAULT_WINDOW_SECONDS = 60;
@@ -48,7 +62,7 @@ function envScrapeIntervalMs(): number | undefined {
 }
 
 /** The pods the views know, meshed and not, with their workloads and identities. */
-export function inventoryOf(ctx: Pick<AdminContext, 'indexes' | 'cluster'>): Inventory {
+export function inventoryOf(ctx: Pick<ObserveContext, 'indexes' | 'cluster'>): Inventory {
   const index = ctx.indexes.index;
   const pods: InventoryPod[] = [];
   for (const p of index.pods()) {
@@ -118,7 +132,7 @@ function selectorOf(q: URLSearchParams, required: boolean): ViewSelector {
 }
 
 /** The collector or Prometheus, per the settings. */
-function createBackend(ctx: AdminContext, settings: MetricsSettings | undefined): MetricsBackend {
+function createBackend(ctx: ObserveContext, settings: MetricsSettings | undefined): MetricsBackend {
   if (settings?.backend === 'prometheus') {
     if (settings.prometheusUrl === undefined) throw new MeshError('ERR_METRICS_BACKEND', '--metrics-backend prometheus needs --prometheus-url');
     return new PrometheusBackend({ url: settings.prometheusUrl });
@@ -136,7 +150,7 @@ function createBackend(ctx: AdminContext, settings: MetricsSettings | undefined)
 }
 
 /** The traffic views' routes; the embedded collector starts now (stopped by `ctx.cleanups`). */
-export function observeRoutes(ctx: AdminContext): FeatureRoutes {
+export function observeRoutes(ctx: ObserveContext): { readonly routes: readonly AdminRoute[]; readonly streams: readonly AdminStreamRoute[] } {
   let backend: MetricsBackend | undefined;
   let failure = '';
   try {
