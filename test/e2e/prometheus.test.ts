@@ -381,6 +381,8 @@ function relabelJob(): Record<string, unknown> {
 
 describe('e2e: the Prometheus metrics backend on a real Prometheus scraping ward up', { timeout: 400_000, skip }, () => {
   before(async () => {
+    // Reached under CI=true only: there the binary must be installed.
+    assert.ok(existsSync(PROMETHEUS), `${PROMETHEUS} is absent: .ci/run installs Debian's prometheus package`);
     work = mkdtempSync(join(tmpdir(), 'ward-e2e-prometheus-'));
     state = join(work, 'state');
     up = wardSpawn(['up', MESH_DIR, '--state-dir', state, ...upControllerFlags(), '--first-pod-ip', FIRST_IP], { WARD_SCRAPE_INTERVAL: '1s' });
