@@ -10,6 +10,7 @@ import { clusterConfig } from './cluster-config.js';
 import { printAuthz, runAuthz } from './commands/authz.js';
 import { runCheck, statusOf } from './commands/check.js';
 import { registerControllerCommand } from './commands/controller.js';
+import { registerDashboardCommand } from './commands/dashboard.js';
 import { policyTarget, printPolicy, runDiagnosticsPolicy } from './commands/diagnostics.js';
 import { registerEdgesCommand } from './commands/edges.js';
 import { type ExplainOptions, printExplain, runExplain } from './commands/explain.js';
@@ -238,6 +239,7 @@ function program(io: CliIo, result: { status: number }, signal: AbortSignal | un
   registerPrometheusConfigCommand(prog as unknown as Parameters<typeof registerPrometheusConfigCommand>[0], io, result);
   registerEdgesCommand(prog as unknown as Parameters<typeof registerEdgesCommand>[0], io, result);
   registerStatCommand(prog as unknown as Parameters<typeof registerStatCommand>[0], io, result);
+  registerDashboardCommand(prog as unknown as Parameters<typeof registerDashboardCommand>[0], io, result, signal);
   return prog;
 }
 
