@@ -97,9 +97,10 @@ export function kubernetesPrometheusConfig(opts: PrometheusConfigOptions): strin
       "TLS as Prometheus's ServiceAccount, and the pods' admin ports can be locked to it: in each",
       'namespace, a Server for port linkerd-admin (podSelector: {}) and an AuthorizationPolicy',
       'targeting it whose MeshTLSAuthentication names that ServiceAccount (identityRefs:',
-      '[{kind: ServiceAccount, name: prometheus, namespace: <its namespace>}]). /live and /ready',
-      'stay open to the kubelet. Unmeshed, Prometheus scrapes in plaintext, which a default policy',
-      'of all-unauthenticated (or a NetworkAuthentication of its network) must admit.',
+      '[{kind: ServiceAccount, name: prometheus, namespace: <its namespace>}]). With no HTTPRoute',
+      "on that Server, the kubelet's probes of /live and /ready stay authorized. Unmeshed,",
+      'Prometheus scrapes in plaintext, which a default policy of all-unauthenticated (or a',
+      'NetworkAuthentication of its network) must admit.',
     ]) + stringify({ global: global(opts), scrape_configs: [job] }, { lineWidth: 0 })
   );
 }
