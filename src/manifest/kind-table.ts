@@ -9,7 +9,7 @@ import { authorizationPolicySpec, meshTLSAuthenticationSpec, networkAuthenticati
 import { gatewayHttpRouteSpec, grpcRouteSpec, linkerdHttpRouteSpecs } from './route-schemas.js';
 import { objectMeta } from './schema-parts.js';
 import { httpRouteGroupFields, httpRouteGroupSpec, portRouteSpec, smiDoc, toSmiMatch, trafficTargetSpecs, trafficTargetV1alpha1Fields } from './smi-schemas.js';
-import { SMI_ACCESS_GROUP, SMI_SPECS_GROUP, type SmiResource } from './smi-types.js';
+import { SMI_ACCESS_GROUP, SMI_SPECS_GROUP } from './smi-types.js';
 import type {
   AuthorizationPolicy,
   GRPCRoute,
@@ -22,6 +22,7 @@ import type {
   Server,
   ServerAuthorization,
   Service,
+  SmiResource,
   Workload,
   WorkloadKind,
 } from './types.js';

@@ -3,7 +3,8 @@ import { describe, it } from 'node:test';
 import { type DecodeResult, decodeResource } from './decode.js';
 import { parseManifestText } from './load.js';
 import { checkRe2Regex, hasNestedQuantifier } from './re2.js';
-import { type SmiResource, smiFieldPath } from './smi-types.js';
+import { smiFieldPath } from './smi-types.js';
+import type { SmiResource } from './types.js';
 
 function decodeOne(text: string): DecodeResult {
   const r = parseManifestText(text, 't.yaml');

@@ -11,7 +11,7 @@ import { z } from 'zod';
 import { checkRe2Regex } from './re2.js';
 import { HTTP_METHODS } from './route-schemas.js';
 import { addCodedIssue, intOrString, objectMeta, optString, portNumber } from './schema-parts.js';
-import type { SmiHttpMatch } from './smi-types.js';
+import type { SmiHttpMatch } from './types.js';
 
 const subject = { kind: z.string(), name: z.string().min(1), namespace: optString };
 

@@ -7,7 +7,6 @@
  * decode (upstream runs the webhook with failurePolicy Ignore, so the index must tolerate it).
  */
 import type { LabelSelector, Labels, Network, SourcePos } from '../core/index.js';
-import type { SmiResource } from './smi-types.js';
 
 /** Metadata every namespaced resource carries. `namespace` defaults to `default`. */
 export interface ObjectMeta {
@@ -316,6 +315,55 @@ export type Workload = Typed<
     };
   }
 >;
+
+// === SMI access policy (`access.smi-spec.io`, `specs.smi-spec.io`), normalised across versions ===
+
+/** A TrafficTarget subject (destination or source) as written; `namespace` absent = the TrafficTarget's. */
+export interface SmiSubject {
+  readonly kind: string;
+  readonly name: string;
+  readonly namespace?: string | undefined;
+}
+
+/** A TrafficTarget rule: a route object of the TrafficTarget's namespace, and which of its matches (absent = all). */
+export interface SmiRule {
+  readonly kind: 'HTTPRouteGroup' | 'TCPRoute' | 'UDPRoute';
+  readonly name: string;
+  readonly matches?: readonly string[] | undefined;
+}
+
+/** `access.smi-spec.io` TrafficTarget, any version. */
+export type TrafficTarget = Typed<
+  'TrafficTarget',
+  {
+    /** `port` exists in v1alpha1 (number or text) and v1alpha2 (number) only. */
+    readonly destination: SmiSubject & { readonly port?: number | string | undefined };
+    readonly sources: readonly SmiSubject[];
+    readonly rules: readonly SmiRule[];
+  }
+>;
+
+/** One named HTTPRouteGroup match as written; header values are regexes. */
+export interface SmiHttpMatch {
+  readonly name: string;
+  readonly pathRegex?: string | undefined;
+  /** `*` stands for every method; absent or empty = every method. */
+  readonly methods?: readonly string[] | undefined;
+  /** Header name and value regex, every one required (v1alpha2 and later). */
+  readonly headers?: readonly { readonly name: string; readonly value: string }[] | undefined;
+}
+
+/** `specs.smi-spec.io` HTTPRouteGroup, any version. */
+export type HTTPRouteGroup = Typed<'HTTPRouteGroup', { readonly matches: readonly SmiHttpMatch[] }>;
+
+/** `specs.smi-spec.io` TCPRoute: `ports` absent or empty = every port (v1alpha1-v1alpha3 name no ports). */
+export type TCPRoute = Typed<'TCPRoute', { readonly ports?: readonly number[] | undefined }>;
+
+/** `specs.smi-spec.io/v1alpha4` UDPRoute (read and validated; a TCP mesh cannot enforce it). */
+export type UDPRoute = Typed<'UDPRoute', { readonly ports?: readonly number[] | undefined }>;
+
+/** Every SMI kind ward reads. */
+export type SmiResource = TrafficTarget | HTTPRouteGroup | TCPRoute | UDPRoute;
 
 /** Every resource kind ward reads. */
 export type Resource =
