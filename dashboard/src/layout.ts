@@ -55,10 +55,11 @@ export function nodeSize(label: string, sub: string): { w: number; h: number } {
   return { w: Math.max(90, Math.max(label.length, sub.length) * 7.2 + 24), h: 40 };
 }
 
-/** Lays out nodes (with their sizes) and edges (src → dst). */
+/** Lays out nodes (with their sizes) and edges (src → dst); `wrap` folds long chains into rows. */
 export async function layoutGraph(
   nodes: readonly { id: string; w: number; h: number }[],
   edges: readonly { id: string; src: string; dst: string }[],
+  opts: { readonly wrap?: boolean } = {},
 ): Promise<Layout> {
   const e = await loadElk();
   const ids = new Set(nodes.map((n) => n.id));
@@ -77,9 +78,10 @@ export async function layoutGraph(
       'elk.separateConnectedComponents': 'true',
       'elk.spacing.componentComponent': '30',
       'elk.randomSeed': '1',
-      // Long chains (a ring of namespaces) wrap into rows instead of one screen-wide line; it
-      // doubles the layout time of hundreds of nodes, which are one wide picture anyway.
-      ...(nodes.length <= 200 ? { 'elk.layered.wrapping.strategy': 'MULTI_EDGE', 'elk.aspectRatio': '1.6' } : {}),
+      // Long chains (a ring of namespaces) wrap into rows instead of one screen-wide line. Only
+      // on request: wrapped workload graphs grow long detours, and hundreds of nodes take twice
+      // as long.
+      ...(opts.wrap === true ? { 'elk.layered.wrapping.strategy': 'MULTI_EDGE', 'elk.aspectRatio': '1.6' } : {}),
     },
     children: nodes.map((n) => ({ id: n.id, width: n.w, height: n.h })),
     // Self-loops are drawn by the view; ELK gets only edges between two nodes it knows.

@@ -163,6 +163,7 @@ export function GraphView({
         return { id: n.id, ...nodeSize(l.title, l.sub) };
       }),
       edges,
+      { wrap: collapsed },
     )
       .then((l) => {
         if (cancelled) return;
