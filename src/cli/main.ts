@@ -24,6 +24,7 @@ import { registerProxyInitCommand } from './commands/proxy-init.js';
 import { registerRestartCommand } from './commands/restart.js';
 import { registerStatCommand } from './commands/stat.js';
 import { registerStatusCommand } from './commands/status.js';
+import { registerTapCommand } from './commands/tap.js';
 import { runTest } from './commands/test.js';
 import { registerUpCommand } from './commands/up.js';
 import { callController, controllerBase } from './controller-client.js';
@@ -234,6 +235,7 @@ function program(io: CliIo, result: { status: number }, signal: AbortSignal | un
   registerInjectCommand(prog as unknown as Parameters<typeof registerInjectCommand>[0], io, result);
   registerUpCommand(prog as unknown as Parameters<typeof registerUpCommand>[0], io, result, signal);
   registerStatusCommand(prog as unknown as Parameters<typeof registerStatusCommand>[0], io, result);
+  registerTapCommand(prog as unknown as Parameters<typeof registerTapCommand>[0], io, result, signal);
   registerLogsCommand(prog as unknown as Parameters<typeof registerLogsCommand>[0], io, result, signal);
   registerRestartCommand(prog as unknown as Parameters<typeof registerRestartCommand>[0], io, result);
   registerPrometheusConfigCommand(prog as unknown as Parameters<typeof registerPrometheusConfigCommand>[0], io, result);
