@@ -135,7 +135,8 @@ export class TapStreams {
     };
     const opened = (): void => {
       opening--;
-      if (opening === 0) sendHead();
+      // Once ended, finish() has sent the head (or the client is gone).
+      if (opening === 0 && !ended) sendHead();
     };
     const finish = (reason: TapStreamEnd): void => {
       if (ended) return;
