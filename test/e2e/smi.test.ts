@@ -150,8 +150,12 @@ describe('ward up with the SMI emojivoto lockdown', { timeout: 150_000 }, () => 
   });
 
   it("emojivoto/vote-bot's votes get through web, whose gRPC calls emoji and voting admit", async () => {
-    await waitFor('five votes logged', () => (appLog('emojivoto/vote-bot', 5).length === 5 ? true : undefined), 10_000, 200);
-    for (const l of appLog('emojivoto/vote-bot', 5)) assert.match(l, /^vote :[^ ]+: -> 200$/);
+    // Votes cast before web was ready got 503 (no endpoints): wait for five in a row since.
+    const lastFive = (workload: string, line: RegExp) => {
+      const lines = appLog(workload, 5);
+      return lines.length === 5 && lines.every((l) => line.test(l)) ? true : undefined;
+    };
+    await waitFor('five votes of emojivoto/vote-bot admitted in a row', () => lastFive('emojivoto/vote-bot', /^vote :[^ ]+: -> 200$/), 15_000, 200);
     const web = await metricsOf(await pod('emojivoto/web'));
     assert.ok(
       metricSum(web, 'inbound_http_authz_allow_total', {
@@ -177,8 +181,16 @@ describe('ward up with the SMI emojivoto lockdown', { timeout: 150_000 }, () => 
   });
 
   it('bad/vote-bot gets 403 from the TrafficTarget it is not a source of, and is never admitted', async () => {
-    await waitFor('five votes of bad logged', () => (appLog('bad/vote-bot', 5).length === 5 ? true : undefined), 10_000, 200);
-    for (const l of appLog('bad/vote-bot', 5)) assert.match(l, /^vote :[^ ]+: -> 403 \(l5d-proxy-error: unauthorized request on route\)$/);
+    const denied = /^vote :[^ ]+: -> 403 \(l5d-proxy-error: unauthorized request on route\)$/;
+    await waitFor(
+      'five votes of bad/vote-bot denied in a row',
+      () => {
+        const lines = appLog('bad/vote-bot', 5);
+        return lines.length === 5 && lines.every((l) => denied.test(l)) ? true : undefined;
+      },
+      15_000,
+      200,
+    );
     assert.doesNotMatch(appLog('bad/vote-bot', 100_000).join('\n'), /-> 200/);
     const web = await metricsOf(await pod('emojivoto/web'));
     assert.ok(
