@@ -41,7 +41,7 @@ import { policyGraph } from '../../index/index.js';
 import type { Resource } from '../../manifest/index.js';
 import { packageRootOf } from '../../shared/index.js';
 import { type AdminResponse, type AdminRoute, apiError } from '../admin-api.js';
-import type { AdminContext, FeatureRoutes } from '../admin-routes.js';
+import type { AdminContext, FeatureRoutes } from '../admin-context.js';
 import type { AdminStreamRoute } from '../admin-server.js';
 
 /** The dashboard's Content-Security-Policy: nothing but this origin, no inline script, no framing. */
