@@ -140,8 +140,11 @@ function program(io: CliIo, result: { status: number }, signal: AbortSignal | un
     withManifestFlags(
       prog
         .command('authz')
-        .description('show the effective inbound policy of every pod and port of a resource')
-        .argument('<resource>', 'pod/NAME, deploy/NAME, sts/NAME, ns/NAME, or a bare kind for all')
+        .description('show the effective inbound policy of every pod and port of a workload, or the pods and ports a policy object applies to')
+        .argument(
+          '<resource>',
+          'a workload (pod/NAME, deploy/NAME, sts/NAME, ns/NAME) or a policy object (server/NAME, authorizationpolicy/NAME, meshtlsauthentication/NAME, networkauthentication/NAME, serverauthorization/NAME, httproute/NAME, grpcroute/NAME); a bare kind for all',
+        )
         .option('-n, --namespace <ns>', 'namespace (default: default)')
         .option('-A, --all-namespaces', 'all namespaces')
         .addOption(outputOption(['text', 'json'], 'text')),
