@@ -387,7 +387,7 @@ describe('ward authz', () => {
     assert.equal(bad.status, 2);
     assert.equal(
       bad.stderr,
-      'error: unknown resource kind "svc" in "svc/web" (workloads: pod, deploy, sts, ds, rs, job, cj, ns; policy objects for `ward authz`: server (srv), authorizationpolicy, serverauthorization (saz), meshtlsauthentication, networkauthentication, httproute, grpcroute)\n',
+      'error: unknown resource kind "svc" in "svc/web" (workloads: pod, deploy, sts, ds, rs, job, cj, ns; policy objects for `ward authz`: server (srv), authorizationpolicy, serverauthorization (saz), meshtlsauthentication, networkauthentication, httproute, grpcroute, traffictarget (tt), httproutegroup (htr), tcproute (tr), udproute (ur))\n',
     );
   });
 });

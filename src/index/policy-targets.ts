@@ -3,15 +3,20 @@
  * server/NAME`, `authorizationpolicy/NAME`, …, and the controller's `/api/v1/authz`). A Server
  * selects pods and binds a port; an AuthorizationPolicy or ServerAuthorization reaches ports
  * through the Server, route or namespace it targets; an authentication reaches them through
- * the AuthorizationPolicies that require it. The answer is read from the policy the index
- * publishes, so it is what the proxies enforce, not a second reading of the manifests.
+ * the AuthorizationPolicies that require it. An SMI TrafficTarget governs its destination
+ * ServiceAccount's pods and ports; an HTTPRouteGroup or TCPRoute reaches them through the
+ * TrafficTargets naming it. The answer is read from the policy the index publishes (and the
+ * TrafficTargets it compiled), so it is what the proxies enforce, not a second reading of the
+ * manifests.
  */
-import { type GrpcRoute, type HttpRoute, type InboundServer, type IpNet, type LabelSelector, selectorMatches } from '../core/index.js';
-import type { Server } from '../manifest/index.js';
+import { deepEqual, type GrpcRoute, type HttpRoute, type InboundServer, type IpNet, type LabelSelector, selectorMatches } from '../core/index.js';
+import { type Server, SMI_ACCESS_GROUP, SMI_SPECS_GROUP, type SmiHttpMatch, type TrafficTarget } from '../manifest/index.js';
 import type { ApSpec, AuthnRef, SazSpec } from './convert.js';
 import { sameName } from './convert.js';
+import type { PodInfo } from './pod.js';
 import type { IndexedResource } from './policy-index.js';
 import { type PolicyView, QueryError } from './query-error.js';
+import { governsPort, type SmiCompiledTarget, type SmiNamespace } from './smi.js';
 
 /** The policy kinds `ward authz` explains. */
 export type PolicyKind =
@@ -21,11 +26,16 @@ export type PolicyKind =
   | 'MeshTLSAuthentication'
   | 'NetworkAuthentication'
   | 'HTTPRoute'
-  | 'GRPCRoute';
+  | 'GRPCRoute'
+  | 'TrafficTarget'
+  | 'HTTPRouteGroup'
+  | 'TCPRoute'
+  | 'UDPRoute';
 
 /**
  * Resource words for policy kinds, as kubectl accepts them: singular, plural and the short
- * names Linkerd's CRDs declare (`srv`, `saz`; the other policy CRDs declare none).
+ * names the CRDs declare (Linkerd's `srv`, `saz`, its other policy CRDs none; SMI's `tt`,
+ * `htr`, `tr`, `ur`).
  */
 const POLICY_KIND_WORDS: Readonly<Record<string, PolicyKind>> = {
   server: 'Server',
@@ -44,14 +54,38 @@ const POLICY_KIND_WORDS: Readonly<Record<string, PolicyKind>> = {
   httproutes: 'HTTPRoute',
   grpcroute: 'GRPCRoute',
   grpcroutes: 'GRPCRoute',
+  traffictarget: 'TrafficTarget',
+  traffictargets: 'TrafficTarget',
+  tt: 'TrafficTarget',
+  httproutegroup: 'HTTPRouteGroup',
+  httproutegroups: 'HTTPRouteGroup',
+  htr: 'HTTPRouteGroup',
+  tcproute: 'TCPRoute',
+  tcproutes: 'TCPRoute',
+  tr: 'TCPRoute',
+  udproute: 'UDPRoute',
+  udproutes: 'UDPRoute',
+  ur: 'UDPRoute',
 };
 
-/** The policy kind a resource word names (`srv`, `servers`, `AuthorizationPolicy`, …), if any. */
+/** The API group of each SMI kind: `tcproutes.gateway.networking.k8s.io` is another kind. */
+const SMI_GROUPS: Partial<Record<PolicyKind, string>> = {
+  TrafficTarget: SMI_ACCESS_GROUP,
+  HTTPRouteGroup: SMI_SPECS_GROUP,
+  TCPRoute: SMI_SPECS_GROUP,
+  UDPRoute: SMI_SPECS_GROUP,
+};
+
+/** The policy kind a resource word names (`srv`, `servers`, `AuthorizationPolicy`, `tt`, …), if any. */
 export function policyKindOf(word: string): PolicyKind | undefined {
   const w = word.toLowerCase();
-  // kubectl also takes `kind.group` (servers.policy.linkerd.io).
+  // kubectl also takes `kind.group` and `kind.version.group` (servers.policy.linkerd.io).
   const dot = w.indexOf('.');
-  return POLICY_KIND_WORDS[dot === -1 ? w : w.slice(0, dot)];
+  const kind = POLICY_KIND_WORDS[dot === -1 ? w : w.slice(0, dot)];
+  const group = SMI_GROUPS[kind ?? 'Server'];
+  if (dot === -1 || group === undefined) return kind;
+  const rest = w.slice(dot + 1);
+  return rest === group || (/^v1alpha\d+\./.test(rest) && rest.slice(rest.indexOf('.') + 1) === group) ? kind : undefined;
 }
 
 /** One pod port (and route) a policy object applies to. */
@@ -82,7 +116,10 @@ export interface PolicyObjectView {
   readonly summary: string;
   /** For a Server or route: the authorizations attached to it (`authorizationpolicy/NAME`, …). */
   readonly authorizations: readonly string[];
-  /** For an authentication: the AuthorizationPolicies that require it (`NS/NAME`). */
+  /**
+   * For an authentication: the AuthorizationPolicies that require it; for an HTTPRouteGroup,
+   * TCPRoute or UDPRoute: the TrafficTargets whose rules name it (`NS/NAME`).
+   */
   readonly usedBy: readonly string[];
   readonly appliesTo: readonly PolicyTargetRow[];
   /** Why it applies to less than it seems to (ignored, dropped, not accepted, unused). */
@@ -102,6 +139,10 @@ const KIND_PLURAL: Record<PolicyKind, string> = {
   NetworkAuthentication: 'NetworkAuthentications',
   HTTPRoute: 'HTTPRoutes',
   GRPCRoute: 'GRPCRoutes',
+  TrafficTarget: 'TrafficTargets',
+  HTTPRouteGroup: 'HTTPRouteGroups',
+  TCPRoute: 'TCPRoutes',
+  UDPRoute: 'UDPRoutes',
 };
 
 /** `app=web,tier in (a,b)`, or `every pod` for an empty selector. */
@@ -357,6 +398,209 @@ function describeIdentities(entry: IndexedResource<unknown>): string {
   return '';
 }
 
+// === SMI: TrafficTargets govern pod ports; HTTPRouteGroups and TCPRoutes reach them through TrafficTargets ===
+
+/** A TrafficTarget and what it compiled to (the index's compilation, not a second one). */
+interface SmiEntry {
+  readonly tt: TrafficTarget;
+  readonly compiled: SmiCompiledTarget;
+}
+
+function smiEntries(view: PolicyView, ns: string): { smi: SmiNamespace | undefined; entries: SmiEntry[] } {
+  const smi = view.index.smi(ns);
+  if (smi === undefined) return { smi, entries: [] };
+  const entries = smi.compiled(view.index.identityDomain).flatMap((compiled) => {
+    const tt = smi.targets.get(compiled.name);
+    return tt === undefined ? [] : [{ tt, compiled }];
+  });
+  return { smi, entries };
+}
+
+/** Which of a TrafficTarget's admissions a row set shows. */
+type SmiScope =
+  | { readonly kind: 'all' }
+  | { readonly kind: 'group'; readonly group: string }
+  | { readonly kind: 'ports'; readonly ports: 'all' | ReadonlySet<number> };
+
+/** The pod ports a TrafficTarget governs, with their published value. */
+function governedPorts(view: PolicyView, ns: string, t: SmiCompiledTarget): { pod: PodInfo; port: number; value: InboundServer }[] {
+  const out: { pod: PodInfo; port: number; value: InboundServer }[] = [];
+  const pods = view.index
+    .pods()
+    .filter((p) => p.namespace === ns && t.serviceAccount !== undefined && p.serviceAccount === t.serviceAccount)
+    .sort((a, b) => (a.name < b.name ? -1 : 1));
+  for (const pod of pods) {
+    // A governed port need not be published yet (no container declares it): it is governed when traffic comes.
+    const candidates = new Set(view.index.ports(ns, pod.name));
+    if (typeof t.port === 'number') candidates.add(t.port);
+    if (t.governedPorts !== undefined && t.governedPorts !== 'all') for (const p of t.governedPorts) candidates.add(p);
+    for (const port of [...candidates].sort((a, b) => a - b)) {
+      if (!governsPort(t, pod, port)) continue;
+      const value = view.index.peek(ns, pod.name, port)?.value;
+      if (value !== undefined) out.push({ pod, port, value });
+    }
+  }
+  return out;
+}
+
+/**
+ * Rows of the pod ports (and routes) where TrafficTarget `t` admits its sources, within
+ * `scope`; a governed port where it admits nothing is an inactive row saying why.
+ */
+function smiTargetRows(
+  view: PolicyView,
+  ns: string,
+  t: SmiCompiledTarget,
+  scope: SmiScope,
+  via: (match: { group: string; match: string } | undefined) => string,
+): PolicyTargetRow[] {
+  const rows: PolicyTargetRow[] = [];
+  const isMine = (a: { readonly meta: { readonly kind: string; readonly name: string } }) => a.meta.kind === 'traffictarget' && a.meta.name === t.name;
+  for (const { pod, port, value } of governedPorts(view, ns, t)) {
+    if (scope.kind === 'ports' && scope.ports !== 'all' && !scope.ports.has(port)) continue;
+    const base = { namespace: ns, pod: pod.name, workload: pod.pod.owner ?? null, port, server: refName(value.meta) };
+    if (value.meta.kind !== 'traffictarget') {
+      const note = `Server ${value.meta.name} binds this port and wins over SMI: the TrafficTarget has no effect here (SMI007)`;
+      rows.push({ ...base, route: null, via: via(undefined), active: false, note });
+      continue;
+    }
+    const before = rows.length;
+    if (scope.kind !== 'group' && value.authorizations.some(isMine)) rows.push({ ...base, route: null, via: via(undefined), active: true });
+    const seen = new Set<string>();
+    for (const m of t.httpMatches) {
+      if (scope.kind === 'group' && m.group !== scope.group) continue;
+      // Matches of equal content share one route, named after the first of them (smiServer).
+      const r = routesOf(value).find((x) => x.meta.kind === 'httproutegroup' && x.authorizations.some(isMine) && deepEqual(x.rules[0]?.matches, m.matches));
+      if (r === undefined || seen.has(r.meta.name)) continue;
+      seen.add(r.meta.name);
+      const own = `${m.group}:${m.match}`;
+      const row = { ...base, route: refName(r.meta), via: via(m), active: true };
+      rows.push(r.meta.name === own ? row : { ...row, note: `match ${own} equals ${r.meta.name}: one route carries both` });
+    }
+    if (rows.length > before) continue;
+    const opaque = pod.opaquePorts.has(port);
+    const note = opaque
+      ? 'the port is opaque, so HTTP rules admit nothing here (SMI008)'
+      : t.hasHttpRules && t.httpMatches.length === 0
+        ? 'its HTTPRouteGroup rules resolve to no match: it admits nothing here (SMI002, SMI003)'
+        : 'it admits nothing here';
+    rows.push({ ...base, route: null, via: via(undefined), active: false, note });
+  }
+  return rows;
+}
+
+const subjectText = (s: { readonly kind: string; readonly name: string; readonly namespace?: string | undefined }, ns: string) =>
+  `${s.kind} ${s.namespace !== undefined && s.namespace !== ns ? `${s.namespace}/` : ''}${s.name}`;
+
+/** Why a TrafficTarget applies to less than it says, from what the index holds. */
+function trafficTargetNotes(view: PolicyView, ns: string, smi: SmiNamespace, e: SmiEntry, rows: readonly PolicyTargetRow[]): string[] {
+  const notes: string[] = [];
+  const d = e.tt.spec.destination;
+  if (d.kind !== 'ServiceAccount') notes.push(`its destination is a ${d.kind}, not a ServiceAccount: it is ignored (SMI004)`);
+  else if (d.namespace !== undefined && d.namespace !== ns) {
+    notes.push(`its destination is in namespace ${d.namespace}, not ${ns}: it is ignored, as OSM ignores it (SMI005)`);
+  }
+  for (const r of e.tt.spec.rules) {
+    if (r.kind === 'UDPRoute') continue;
+    const group = r.kind === 'HTTPRouteGroup' ? smi.httpRouteGroups.get(r.name) : undefined;
+    if (r.kind === 'HTTPRouteGroup' ? group === undefined : !smi.tcpRoutes.has(r.name)) {
+      const consequence = r.kind === 'TCPRoute' ? 'it counts as every port and admits nothing' : 'its matches admit nothing';
+      notes.push(`its rule names ${r.kind} ${r.name}, which does not exist in namespace ${ns}: ${consequence} (SMI002)`);
+    }
+    for (const m of r.matches ?? []) {
+      if (group !== undefined && !group.spec.matches.some((x) => x.name === m)) notes.push(`HTTPRouteGroup ${r.name} defines no match "${m}" (SMI003)`);
+    }
+  }
+  if (e.compiled.onlyUdp) notes.push("its rules are all UDPRoutes and ward's proxy carries TCP only: it governs no port (SMI009)");
+  else if (e.tt.spec.rules.some((r) => r.kind === 'UDPRoute')) notes.push("its UDPRoute rules admit nothing: ward's proxy carries TCP only (SMI009)");
+  if (e.tt.spec.sources.every((s) => s.kind !== 'ServiceAccount')) notes.push('it names no ServiceAccount source: it admits nobody (SMI011)');
+  if (e.compiled.serviceAccount !== undefined && !e.compiled.onlyUdp && rows.length === 0) {
+    const sa = e.compiled.serviceAccount;
+    const hasPods = view.index.pods().some((p) => p.namespace === ns && p.serviceAccount === sa);
+    notes.push(
+      hasPods
+        ? `no port of ServiceAccount ${sa}'s pods is one it governs`
+        : `ServiceAccount ${sa} has no meshed pod in namespace ${ns}: it applies to no pod (SMI006)`,
+    );
+  }
+  return notes;
+}
+
+function trafficTargetView(view: PolicyView, ns: string, smi: SmiNamespace, e: SmiEntry): PolicyObjectView {
+  const { tt, compiled: t } = e;
+  const d = tt.spec.destination;
+  const rules = tt.spec.rules.map((r) =>
+    r.kind === 'HTTPRouteGroup'
+      ? `${r.kind} ${r.name} (${r.matches === undefined || r.matches.length === 0 ? 'every match' : r.matches.join(', ')})`
+      : `${r.kind} ${r.name}`,
+  );
+  const summary = [
+    `destination ${subjectText(d, ns)}${d.port === undefined ? '' : `, port ${d.port}`}`,
+    `sources ${tt.spec.sources.map((s) => subjectText(s, ns)).join(', ') || 'none'}`,
+    `rules ${rules.join(', ') || 'none'}`,
+  ].join('; ');
+  const head = `TrafficTarget ${t.name} → ServiceAccount ${t.serviceAccount ?? d.name}`;
+  const rows = smiTargetRows(view, ns, t, { kind: 'all' }, (m) => (m === undefined ? head : `${head} → HTTPRouteGroup ${m.group} match ${m.match}`));
+  const notes = trafficTargetNotes(view, ns, smi, e, rows);
+  return { namespace: ns, kind: 'TrafficTarget', name: t.name, summary, authorizations: [], usedBy: [], appliesTo: rows, notes };
+}
+
+function describeSmiMatch(m: SmiHttpMatch): string {
+  const methods = m.methods === undefined || m.methods.length === 0 || m.methods.includes('*') ? 'any method' : m.methods.join(',');
+  const headers = (m.headers ?? []).length === 0 ? '' : `, headers ${(m.headers ?? []).map((h) => h.name).join(',')}`;
+  return `${m.name} (${methods} ${m.pathRegex !== undefined && m.pathRegex !== '' ? m.pathRegex : '.*'}${headers})`;
+}
+
+/** An HTTPRouteGroup, TCPRoute or UDPRoute: where it applies through the TrafficTargets naming it. */
+function smiRouteView(view: PolicyView, ns: string, kind: 'HTTPRouteGroup' | 'TCPRoute' | 'UDPRoute', name: string): PolicyObjectView {
+  const { smi, entries } = smiEntries(view, ns);
+  const rows: PolicyTargetRow[] = [];
+  const usedBy: string[] = [];
+  const notes: string[] = [];
+  const picksOnly: string[] = [];
+  const group = smi?.httpRouteGroups.get(name);
+  const ports = kind === 'TCPRoute' ? smi?.tcpRoutes.get(name)?.spec.ports : smi?.udpRoutes.get(name)?.spec.ports;
+  const summary =
+    kind === 'HTTPRouteGroup'
+      ? `matches ${(group?.spec.matches ?? []).map(describeSmiMatch).join(', ') || 'none'}`
+      : `${ports === undefined || ports.length === 0 ? 'every port' : `port${ports.length > 1 ? 's' : ''} ${ports.join(', ')}`}`;
+  if (kind === 'UDPRoute')
+    notes.push("ward's proxy intercepts and authorizes TCP only; UDP does not pass through it, so a UDPRoute admits nothing and governs no port (SMI009)");
+  for (const e of entries) {
+    const rule = e.tt.spec.rules.find((r) => r.kind === kind && r.name === name);
+    if (rule === undefined) continue;
+    usedBy.push(`${ns}/${e.compiled.name}`);
+    if (kind === 'UDPRoute') continue;
+    if (e.compiled.serviceAccount === undefined) {
+      notes.push(`TrafficTarget ${e.compiled.name} names it but is ignored (its destination is not a ServiceAccount of namespace ${ns}: SMI004, SMI005)`);
+      continue;
+    }
+    const head = `${kind} ${name} → TrafficTarget ${e.compiled.name} → ServiceAccount ${e.compiled.serviceAccount}`;
+    if (kind === 'HTTPRouteGroup') {
+      for (const m of rule.matches ?? []) {
+        if (group !== undefined && !group.spec.matches.some((x) => x.name === m))
+          notes.push(`TrafficTarget ${e.compiled.name} names match "${m}", which it does not define (SMI003)`);
+      }
+      rows.push(
+        ...smiTargetRows(view, ns, e.compiled, { kind: 'group', group: name }, (m) =>
+          m === undefined ? head : `${kind} ${name} match ${m.match} → TrafficTarget ${e.compiled.name} → ServiceAccount ${e.compiled.serviceAccount}`,
+        ),
+      );
+    } else {
+      if (e.compiled.hasHttpRules) picksOnly.push(e.compiled.name);
+      const scope = { kind: 'ports' as const, ports: ports === undefined || ports.length === 0 ? ('all' as const) : new Set(ports) };
+      rows.push(...smiTargetRows(view, ns, e.compiled, scope, (m) => (m === undefined ? head : `${head} → HTTPRouteGroup ${m.group} match ${m.match}`)));
+    }
+  }
+  if (picksOnly.length > 0) {
+    const who = picksOnly.length === 1 ? `TrafficTarget ${picksOnly[0]} also has` : `TrafficTargets ${picksOnly.join(', ')} also have`;
+    notes.push(`${who} HTTPRouteGroup rules: this TCPRoute only picks the ports, those rules' routes admit the sources`);
+  }
+  if (usedBy.length === 0) notes.push('no TrafficTarget names it, so it admits nobody anywhere');
+  else if (rows.length === 0 && kind !== 'UDPRoute') notes.push('the TrafficTargets naming it govern no pod port');
+  return { namespace: ns, kind, name, summary, authorizations: [], usedBy, appliesTo: rows, notes };
+}
+
 /** Names of the objects of `kind` in a namespace. */
 function objectsOf(view: PolicyView, kind: PolicyKind, ns: string): { name: string; build: () => PolicyObjectView }[] {
   const objs = view.index.policyObjects(ns);
@@ -390,6 +634,17 @@ function objectsOf(view: PolicyView, kind: PolicyKind, ns: string): { name: stri
           return bad !== undefined && !bad.converted.ok ? { ...v, notes: [`the index ignores it: ${bad.converted.reason}`, ...v.notes] } : v;
         },
       }));
+    }
+    case 'TrafficTarget': {
+      const { smi, entries } = smiEntries(view, ns);
+      return smi === undefined ? [] : entries.map((e) => ({ name: e.compiled.name, build: () => trafficTargetView(view, ns, smi, e) }));
+    }
+    case 'HTTPRouteGroup':
+    case 'TCPRoute':
+    case 'UDPRoute': {
+      const smi = view.index.smi(ns);
+      const map = kind === 'HTTPRouteGroup' ? smi?.httpRouteGroups : kind === 'TCPRoute' ? smi?.tcpRoutes : smi?.udpRoutes;
+      return [...(map?.keys() ?? [])].map((name) => ({ name, build: () => smiRouteView(view, ns, kind, name) }));
     }
   }
 }

@@ -50,7 +50,7 @@ export function parseResourceArg(text: string): ResourceArg {
         `"${text}" is a ${policy}, not a workload: give pod, deploy, sts, ds, rs, job, cj or ns (\`ward authz ${text}\` shows where it applies)`,
       );
     throw new QueryError(
-      `unknown resource kind "${parts[0]}" in "${text}" (workloads: pod, deploy, sts, ds, rs, job, cj, ns; policy objects for \`ward authz\`: server (srv), authorizationpolicy, serverauthorization (saz), meshtlsauthentication, networkauthentication, httproute, grpcroute)`,
+      `unknown resource kind "${parts[0]}" in "${text}" (workloads: pod, deploy, sts, ds, rs, job, cj, ns; policy objects for \`ward authz\`: server (srv), authorizationpolicy, serverauthorization (saz), meshtlsauthentication, networkauthentication, httproute, grpcroute, traffictarget (tt), httproutegroup (htr), tcproute (tr), udproute (ur))`,
     );
   }
   if (parts.length === 1) return { kind, namespace: undefined, name: undefined };
