@@ -29,7 +29,10 @@ export function printPolicyTargets(result: PolicyTargetsResult, output: string, 
   result.policies.forEach((o, i) => {
     if (i > 0) io.out('\n');
     io.out(`${c.bold(`${o.kind} ${o.namespace}/${o.name}`)}: ${o.summary}\n`);
-    if (o.usedBy.length > 0) io.out(`  required by AuthorizationPolicy ${o.usedBy.join(', ')}\n`);
+    if (o.usedBy.length > 0) {
+      const smi = o.kind === 'HTTPRouteGroup' || o.kind === 'TCPRoute' || o.kind === 'UDPRoute';
+      io.out(`  ${smi ? 'named by TrafficTarget' : 'required by AuthorizationPolicy'} ${o.usedBy.join(', ')}\n`);
+    }
     if (o.kind === 'Server') {
       io.out(`  authorized by ${o.authorizations.length === 0 ? c.red('nothing (only route authorizations admit requests)') : o.authorizations.join(', ')}\n`);
     } else if ((o.kind === 'HTTPRoute' || o.kind === 'GRPCRoute') && o.authorizations.length > 0) {
