@@ -143,7 +143,7 @@ function program(io: CliIo, result: { status: number }, signal: AbortSignal | un
         .description('show the effective inbound policy of every pod and port of a workload, or the pods and ports a policy object applies to')
         .argument(
           '<resource>',
-          'a workload (pod/NAME, deploy/NAME, sts/NAME, ns/NAME) or a policy object (server/NAME, authorizationpolicy/NAME, meshtlsauthentication/NAME, networkauthentication/NAME, serverauthorization/NAME, httproute/NAME, grpcroute/NAME); a bare kind for all',
+          'a workload (pod/NAME, deploy/NAME, sts/NAME, ns/NAME) or a policy object (server/NAME, authorizationpolicy/NAME, meshtlsauthentication/NAME, networkauthentication/NAME, serverauthorization/NAME, httproute/NAME, grpcroute/NAME, SMI traffictarget/NAME, httproutegroup/NAME, tcproute/NAME, udproute/NAME); a bare kind for all',
         )
         .option('-n, --namespace <ns>', 'namespace (default: default)')
         .option('-A, --all-namespaces', 'all namespaces')
