@@ -4,8 +4,10 @@
  * notes saying when one applies to less than it seems.
  */
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { parse } from 'yaml';
 import { authorizeRequest, clientInfo, compileServer, parseCidr } from '../core/index.js';
 import { admitDocuments, decodeResource, dedupeResources, loadManifests, namespacesOf, parseManifestText, podsOf, type Resource } from '../manifest/index.js';
 import { authzView } from './authz-view.js';
@@ -196,6 +198,24 @@ describe('ward authz of the emojivoto lockdown written in SMI', () => {
         );
       }
     }
+  });
+
+  it('wherever the lockdown suite expects a TrafficTarget to admit a caller, its view lists that pod, port and route', () => {
+    type Case = { to: { workload?: string; pod?: string; port: number }; expect: { decision: string; authz?: string; route?: string } };
+    const suite = parse(readFileSync(EX('emojivoto-smi/lockdown-test.yaml'), 'utf8')) as { tests: Case[] };
+    let checked = 0;
+    for (const c of suite.tests) {
+      const authz = c.expect.authz;
+      if (c.expect.decision !== 'allow' || authz?.startsWith('traffictarget/') !== true) continue;
+      const pod = c.to.pod?.split('/')[1] ?? `${c.to.workload?.split('/')[1]}-0`;
+      const listed = all('TrafficTarget').filter((r) => r.startsWith(`${authz.slice('traffictarget/'.length)} ${pod}:${c.to.port} `));
+      assert.ok(
+        listed.some((r) => r.endsWith(` ${c.expect.route ?? '*'}`)),
+        `${authz} admits ${pod}:${c.to.port} on ${c.expect.route}, but ward authz lists ${JSON.stringify(listed)}`,
+      );
+      checked++;
+    }
+    assert.ok(checked >= 3, `only ${checked} admissions checked`);
   });
 
   it('bare kinds with nothing of theirs are a not-found query error', () => {
