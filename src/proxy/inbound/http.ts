@@ -66,6 +66,8 @@
  * - Request metrics: each permitted request is reported to the recorder `onHttpRequest` returns,
  *   once, when its exchange is over — the relayed status, the `grpc-status` of the headers or the
  *   trailers, or why it failed (`h2(<REASON>)` for an HTTP/2 reset, else the proxy's reason).
+ * - Tap (tap/tap-hub): while someone taps, each denial is published when decided and each permitted
+ *   request when its exchange ends; otherwise the only cost is reading `tap.active`.
  */
 import type { Duplex } from 'node:stream';
 import {
@@ -98,6 +100,7 @@ import { type InboundHttpErrorReason, type InboundMetricsHooks, InboundStatsCoun
 import { filterHttp1Request, grpcMessage, isL5dHeader, L5D_CLIENT_ID, L5D_PROXY_ERROR, safeHeaderValue } from '../relay/http-headers.js';
 import { headerValue, relayHttp1 } from '../relay/http-relay.js';
 import { editHttp1Headers, editHttp2Headers, type FilterOutcome, runRouteFilters } from '../relay/route-filters.js';
+import type { TapHub } from '../tap/tap-hub.js';
 import { H2Relay, type H2RelayHost, withoutL5d } from './h2-relay.js';
 import type { InboundHttpConnection } from './http-connection.js';
 import { AppUpstream } from './http-upstream.js';
@@ -135,6 +138,8 @@ export interface InboundHttpOptions extends InboundHttpSettings {
   readonly counter?: InboundStatsCounter;
   /** Randomness of failure injection, in [0, 1) (default `Math.random`). */
   readonly random?: () => number;
+  /** Where decisions are published while someone taps. */
+  readonly tap?: TapHub | undefined;
 }
 
 /** Default of {@link InboundHttpSettings.headersTimeoutMs}. */
@@ -287,6 +292,7 @@ export class InboundHttp {
   readonly #headersTimeoutMs: number;
   readonly #keepAliveTimeoutMs: number;
   readonly #random: () => number;
+  readonly #tap: TapHub | undefined;
   readonly #h1: Http1Server<HttpConn>;
   readonly #h2Conns = new Set<H2Connection>();
   #closed = false;
@@ -317,6 +323,7 @@ export class InboundHttp {
     this.#headersTimeoutMs = headersTimeoutMs;
     this.#keepAliveTimeoutMs = keepAliveTimeoutMs;
     this.#random = opts.random ?? Math.random;
+    this.#tap = opts.tap;
 
     // No deadline on whole requests: a long upload or stream is not an attack by itself.
     this.#h1 = new Http1Server<HttpConn>({
@@ -449,6 +456,7 @@ export class InboundHttp {
         break;
     }
     if (this.#log.isLevelEnabled('info')) this.#log.info(this.#logFields(ctx, req, d), 'Request denied');
+    if (this.#tap?.active === true) this.#tap.httpDenied(port, ctx.client, req, d, grpc);
     return d;
   }
 
@@ -475,8 +483,10 @@ export class InboundHttp {
   /** Reports a permitted request (`request_total`); its exchange, when its end is to be reported. */
   #exchange(ctx: HttpConn, d: Permit, req: RequestInfo): HttpExchange | undefined {
     const onRequest = this.#hooks.onHttpRequest;
-    if (onRequest === undefined) return undefined;
-    const recorder = onRequest({ port: ctx.port, client: ctx.client, decision: d, request: req });
+    const tap = this.#tap?.active === true ? this.#tap : undefined;
+    if (onRequest === undefined && tap === undefined) return undefined;
+    let recorder = onRequest?.({ port: ctx.port, client: ctx.client, decision: d, request: req });
+    if (tap !== undefined) recorder = tap.httpPermitted(ctx.port, ctx.client, req, d, recorder);
     if (recorder === undefined) return undefined;
     const ex = new HttpExchange(recorder);
     ex.isGrpc = isGrpcContentType(req.headers['content-type']);

@@ -77,6 +77,7 @@ import {
 } from '../../core/index.js';
 import { errorMessage, hasCode, type Logger, MeshError, silentLogger } from '../../shared/index.js';
 import { type InboundErrorReason, type InboundMetricsHooks, type InboundStats, InboundStatsCounter } from '../metrics/inbound-stats.js';
+import type { TapHub } from '../tap/tap-hub.js';
 import { clientIdentityOf, type InboundTlsSettings, TRANSPORT_HEADER_ALPN } from '../tls/context.js';
 import { CLIENT_HELLO_MAX_PREFIX_BYTES, type ClientHelloSniff, sniffClientHello } from '../transport/client-hello.js';
 import { detectHttp, detectHttpUndecided, HTTP1_MAX_REQUEST_LINE_BYTES, type HttpDetection } from '../transport/detect-http.js';
@@ -166,6 +167,8 @@ export interface InboundProxyOptions {
   readonly metrics?: InboundMetricsHooks;
   /** The HTTP stack. Default: an {@link InboundHttp} over this proxy's policies, application and counters. */
   readonly handleHttp?: InboundHttpHandler;
+  /** Where connection denials (and the default HTTP stack's decisions) are published while someone taps. */
+  readonly tap?: TapHub | undefined;
   /** Settings of the default HTTP stack (ignored with a custom `handleHttp`). */
   readonly http?: InboundHttpSettings;
   /**
@@ -335,6 +338,7 @@ export class InboundProxy {
   readonly #detectTimeoutMs: number;
   readonly #log: Logger;
   readonly #hooks: InboundMetricsHooks;
+  readonly #tap: TapHub | undefined;
   readonly #handleHttpFn: InboundHttpHandler;
   readonly #originalDst: OriginalDstReader | undefined;
   readonly #isProxyPort: (port: number) => boolean;
@@ -385,6 +389,7 @@ export class InboundProxy {
     this.#detectTimeoutMs = detectTimeoutMs;
     this.#log = opts.logger ?? silentLogger();
     this.#hooks = opts.metrics ?? {};
+    this.#tap = opts.tap;
     this.#originalDst = opts.originalDst;
     this.#isProxyPort = opts.isProxyPort ?? (() => false);
     this.#counter = opts.counter ?? new InboundStatsCounter();
@@ -410,6 +415,7 @@ export class InboundProxy {
         logger: this.#log,
         metrics: this.#hooks,
         counter: this.#counter,
+        tap: opts.tap,
       });
       this.#http = http;
       this.#handleHttpFn = (conn) => http.handle(conn);
@@ -888,11 +894,13 @@ export class InboundProxy {
       this.#counter.tcpAuthzDeny++;
       this.#hooks.onTcpDeny?.({ port, client, decision: d });
       if (this.#log.isLevelEnabled('info')) this.#log.info(this.#logFields(conn, client, d), 'inbound TCP connection denied');
+      if (this.#tap?.active === true) this.#tap.tcpDenied(port, client, d, false);
       this.#reset(conn);
       return;
     }
     this.#counter.tcpAuthzAllow++;
     this.#hooks.onTcpAllow?.({ port, client, decision: d });
+    if (d.isAudit && this.#tap?.active === true) this.#tap.tcpAudited(port, client, d);
     if (this.#log.isLevelEnabled('debug')) {
       this.#log.debug({ ...this.#logFields(conn, client, d), authz: `${d.authz.kind}:${d.authz.name}` }, 'inbound TCP connection allowed');
     }
@@ -935,6 +943,7 @@ export class InboundProxy {
     conn.tracked = false;
     this.#counter.tcpAuthzTerminate++;
     this.#hooks.onTcpTerminate?.({ port, client, decision: deny });
+    if (this.#tap?.active === true) this.#tap.tcpDenied(port, client, deny, true);
     this.#log.info(this.#logFields(conn, client, deny), 'Connection terminated due to policy change');
     this.#reset(conn);
   }
