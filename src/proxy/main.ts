@@ -14,8 +14,9 @@
  *   fail closed. In transparent mode any port may be redirected: an undeclared one's policy is
  *   discovered on its first connection (a `WatchPort` stream opened then, bounded in number and
  *   dropped when idle; see inbound/policy-watch), and the connection waits for it.
- * - Admin (§4.1): `/live`, `/ready`, `/metrics`, `/debug/policies`, each request authorized by the
- *   port-4191 policy (see admin-server), with the client's mesh identity when it has one: the
+ * - Admin (§4.1): `/live`, `/ready`, `/metrics`, `/debug/policies`, `/tap` (the inbound stacks'
+ *   decisions, tap/tap-hub), each request authorized by the port-4191 policy (see
+ *   admin-server), with the client's mesh identity when it has one: the
  *   admin port terminates mesh TLS to this proxy's name, and HTTP streams arriving on the mesh
  *   port with a transport header naming 4191 (how ward's outbound reaches any meshed port) are
  *   handed to the admin server with the identity verified there. Plaintext (probes, unmeshed
@@ -56,6 +57,7 @@ import { DEFAULT_MESH_PORT, OutboundConnector } from './outbound/connector.js';
 import { OutboundProxy } from './outbound/proxy.js';
 import { DestinationCache } from './outbound/resolver.js';
 import { ProxyReadiness } from './readiness.js';
+import { TapHub } from './tap/tap-hub.js';
 import { type ProxyIdentity, startProxyIdentity } from './tls/identity-bootstrap.js';
 import { RotatingMeshTls } from './tls/rotating-mesh-tls.js';
 import { loadOriginalDst, type OriginalDstReader } from './transport/original-dst.js';
@@ -184,6 +186,8 @@ interface ProxyContext {
   readonly originalDst: OriginalDstReader | undefined;
   /** How policies are compiled (the `default:localhost` networks), for the pod ports and the admin port alike. */
   readonly compile: CompileServerOptions | undefined;
+  /** The inbound stacks publish decisions to it; the admin server's `/tap` streams them. */
+  readonly tap: TapHub;
 }
 
 function proxyContext(opts: ProxyOptions, originalDst: OriginalDstReader | undefined): ProxyContext {
@@ -193,7 +197,7 @@ function proxyContext(opts: ProxyOptions, originalDst: OriginalDstReader | undef
   const identityName = serviceAccountIdentity(domain, opts.namespace, opts.serviceAccount);
   const tls = new RotatingMeshTls(opts.trustAnchorsPem);
   const compile: CompileServerOptions | undefined = opts.localhostNetworks !== undefined ? { localhost: localhostAuthz(opts.localhostNetworks) } : undefined;
-  return { opts, log, registry, identityName, domain, tls, originalDst, compile };
+  return { opts, log, registry, identityName, domain, tls, originalDst, compile, tap: new TapHub() };
 }
 
 function hasLiveCertificate(tls: RotatingMeshTls): boolean {
@@ -269,7 +273,7 @@ interface InboundLinks {
 
 /** The inbound side: its metrics (shared with the admin and outbound sides), the HTTP stack, and the listeners (not yet bound). */
 function makeInbound(
-  { opts, log, registry, identityName, tls, originalDst }: ProxyContext,
+  { opts, log, registry, identityName, tls, originalDst, tap }: ProxyContext,
   watcher: PolicyWatcher,
   links: InboundLinks,
 ): { readonly metrics: InboundMetrics; readonly http: InboundHttp; readonly proxy: InboundProxy } {
@@ -280,7 +284,7 @@ function makeInbound(
   // (a transport header naming 4191, as ward's outbound sends for every meshed endpoint): the
   // admin server serves that stream itself, with the identity the inbound proxy verified.
   const counter = new InboundStatsCounter();
-  const http = new InboundHttp({ policies: watcher, appHost: opts.appHost, appPortOf, logger: log, metrics: metrics.hooks, counter });
+  const http = new InboundHttp({ policies: watcher, appHost: opts.appHost, appPortOf, logger: log, metrics: metrics.hooks, counter, tap });
   const proxy = new InboundProxy({
     identity: identityName,
     tls,
@@ -306,6 +310,7 @@ function makeInbound(
     logger: log,
     metrics: metrics.hooks,
     counter,
+    tap,
     handleHttp: (conn) => (conn.port === ADMIN_POLICY_PORT ? links.adminHttp(conn) : http.handle(conn)),
     ...(originalDst !== undefined ? { originalDst } : {}),
     // Transparent mode: the proxy's own listeners are never a discovered port (inbound/proxy).
@@ -341,7 +346,7 @@ function registerDiscoveryMetrics(registry: MetricsRegistry, watcher: PolicyWatc
 
 /** The admin server (not yet bound), authorizing by the port-4191 policy. */
 function makeAdmin(
-  { opts, log, registry, identityName, tls, compile }: ProxyContext,
+  { opts, log, registry, identityName, tls, compile, tap }: ProxyContext,
   parts: {
     readonly watcher: PolicyWatcher;
     readonly metrics: InboundMetrics;
@@ -356,6 +361,7 @@ function makeAdmin(
     isReady: () => parts.readiness.isReady(),
     registry,
     debugPolicies: parts.debugPolicies,
+    tap,
     // Mesh TLS to this proxy's name is terminated on the admin port too (a meshed scraper
     // connecting to it directly): its requests are authorized with the client's identity.
     identity: identityName,
