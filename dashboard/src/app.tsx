@@ -135,6 +135,8 @@ function Help() {
         <dd>move through rows (workloads, policy list, graph nodes)</dd>
         <dt>Enter</dt>
         <dd>open the selected workload's policy (or select a graph node)</dd>
+        <dt>+ − 0</dt>
+        <dd>zoom the graph in, out, back to fit</dd>
         <dt>Esc</dt>
         <dd>leave a field, clear the selection, close this</dd>
         <dt>?</dt>

@@ -48,7 +48,15 @@ const skip = browserSkipReason();
  * The page's global object as predicates see it, typed without the DOM library. Predicates are
  * passed as functions, self-contained: the dashboard's CSP refuses evaluating strings.
  */
-type PageGlobal = { document: { querySelectorAll(s: string): { length: number } } };
+type PageGlobal = {
+  document: {
+    querySelectorAll(s: string): { length: number };
+    querySelector(s: string): PageElement | null;
+    activeElement: PageElement | null;
+  };
+  getComputedStyle(e: PageElement): { stroke: string };
+};
+type PageElement = { getAttribute(a: string): string | null; querySelector(s: string): PageElement | null };
 
 let work: string;
 let dir: string;
@@ -79,6 +87,29 @@ async function allowedSourcesOf(dst: string): Promise<string[]> {
       .map((e) => e.getAttribute('data-src') ?? '')
       .sort(),
   );
+}
+
+/** Screen boxes of the drawn node boxes and edge labels, to check that nothing covers anything. */
+async function drawnBoxes(): Promise<{ what: string; x: number; y: number; w: number; h: number }[]> {
+  return page.$$eval('[data-node] .box, [data-edge-label] rect', (rs) =>
+    rs.map((r) => {
+      const b = r.getBoundingClientRect();
+      const g = r.parentElement;
+      return { what: g?.getAttribute('data-node') ?? `label ${g?.getAttribute('data-edge-label')}`, x: b.x, y: b.y, w: b.width, h: b.height };
+    }),
+  );
+}
+
+/** The pairs of boxes that overlap (by more than a pixel, for rounding). */
+function overlaps(boxes: { what: string; x: number; y: number; w: number; h: number }[]): string[] {
+  const out: string[] = [];
+  for (const [i, a] of boxes.entries())
+    for (const b of boxes.slice(i + 1)) {
+      const dx = Math.min(a.x + a.w, b.x + b.w) - Math.max(a.x, b.x);
+      const dy = Math.min(a.y + a.h, b.y + b.h) - Math.max(a.y, b.y);
+      if (dx > 1 && dy > 1) out.push(`${a.what} / ${b.what}`);
+    }
+  return out;
 }
 
 describe('dashboard on ward up examples/emojivoto', { timeout: 300_000, skip: skip ?? false }, () => {
@@ -245,6 +276,35 @@ describe('dashboard on ward up examples/emojivoto', { timeout: 300_000, skip: sk
     await page.waitForSelector(`[data-panel-node="${EMOJI}"]`);
     const callers = await page.$$eval(`[data-panel-node] [data-panel-link$="->${EMOJI}"]`, (ls) => ls.map((l) => l.getAttribute('data-panel-link')));
     assert.deepEqual(callers, [`${WEB}->${EMOJI}`]);
+
+    // j moves the keyboard cursor to a node: its focus ring is drawn.
+    await page.keyboard.press('j');
+    const ring = await page.evaluate(() => {
+      const g = globalThis as unknown as PageGlobal;
+      const el = g.document.activeElement;
+      const r = el?.querySelector('.ring');
+      return { node: el?.getAttribute('data-node') ?? null, stroke: r === null || r === undefined ? 'none' : g.getComputedStyle(r).stroke };
+    });
+    assert.ok(ring.node !== null, 'a node has the focus');
+    assert.notEqual(ring.stroke, 'none', `the focused node ${ring.node} shows a focus ring`);
+
+    // + zooms in, 0 fits the graph to its panel again, which it fills more than half of.
+    const scale = async () => Number(await page.getAttribute('svg[data-graph-ready]', 'data-scale'));
+    const fitted = await scale();
+    await page.keyboard.press('+');
+    await page.waitForFunction(
+      (s) => Number((globalThis as unknown as PageGlobal).document.querySelector('svg[data-graph-ready]')?.getAttribute('data-scale')) > s,
+      fitted,
+    );
+    await page.keyboard.press('0');
+    assert.equal(await scale(), fitted);
+    const fill = await page.$eval('.canvas', (c) => {
+      const s = c.querySelector('svg')?.getBoundingClientRect();
+      const b = c.getBoundingClientRect();
+      return s === undefined ? 0 : Math.max(s.width / b.width, s.height / b.height);
+    });
+    assert.ok(fill > 0.6, `the graph fills its panel (${fill.toFixed(2)} of it)`);
+    assert.deepEqual(overlaps(await drawnBoxes()), [], 'no node covers another');
   });
 
   it('graph: observed traffic over the policy, every edge secured, bad/vote-bot used but denied', async (t) => {
@@ -261,6 +321,17 @@ describe('dashboard on ward up examples/emojivoto', { timeout: 300_000, skip: sk
     assert.ok(used.length >= 4, secured.join('\n'));
     for (const s of used) if (!s.startsWith('/Host/')) assert.ok(s.endsWith(' true'), `secured: ${s}`);
     assert.ok(await page.$(`[data-edge="${VOTING}->${WEB}"][data-state="allowed-unused"]`), 'voting never calls web: allowed but never used');
+
+    // Rate labels on the edges with traffic only, each where ELK put it: clear of every node and
+    // of every other label.
+    await page.keyboard.press('Escape');
+    assert.equal(await page.$('[data-panel-node], [data-panel-edge]'), null, 'Esc clears the selection');
+    await page.waitForSelector(`[data-edge-label="${BAD_BOT}->${WEB}"]`, { timeout: 30_000 });
+    await page.waitForSelector('svg[data-graph-ready="true"]', { timeout: 60_000 });
+    assert.match((await page.textContent(`[data-edge-label="${BAD_BOT}->${WEB}"]`)) ?? '', /^mTLS .*denied$/);
+    assert.match((await page.textContent(`[data-edge-label="${WEB}->${EMOJI}"]`)) ?? '', /^mTLS \d/);
+    assert.equal(await page.$(`[data-edge-label="${VOTING}->${WEB}"]`), null, 'no label on an edge without traffic');
+    assert.deepEqual(overlaps(await drawnBoxes()), [], 'labels and nodes do not overlap');
     await page.screenshot({ path: join(shots, 'graph-traffic.png') });
   });
 

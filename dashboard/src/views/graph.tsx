@@ -3,12 +3,12 @@
  * is an SVG group carrying `data-node` / `data-edge` (and the edge's state, policy, rates and
  * security) so that tests and people read the same facts. Layout by elkjs, loaded on first use.
  */
-import { useCallback, useEffect, useMemo, useState } from 'preact/hooks';
+import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import type { Graph, GraphBulk, GraphNode, TrafficEdge } from '../api.js';
-import { type Layout, layoutGraph, nodeSize } from '../layout.js';
+import { type Layout, labelSize, layoutGraph, nodeSize } from '../layout.js';
 import { COLLAPSE_AT, collapseToNamespaces, type GraphFilter, openRoutes, type PairEdge, pairEdges, rate, visibleNodes } from '../model.js';
 import { go } from '../state.js';
-import { useRowKeys } from './keys.js';
+import { isTyping, useRowKeys } from './keys.js';
 
 const STATE_LABEL: Record<PairEdge['state'], string> = {
   'allowed-used': 'allowed, used',
@@ -16,6 +16,45 @@ const STATE_LABEL: Record<PairEdge['state'], string> = {
   'used-denied': 'used, denied',
   audit: 'audit only',
 };
+
+const STATES = Object.keys(STATE_LABEL) as PairEdge['state'][];
+
+/** Margin around the laid-out graph, in layout units. */
+const PAD = 14;
+/** The graph is scaled to fit its panel, never above this (a few nodes would be poster-sized). */
+const MAX_SCALE = 1.5;
+/** Below this, fitting the whole graph makes text too small: fit the width and scroll instead. */
+const MIN_FIT = 0.75;
+/** Fitting the width never goes below this: wider graphs scroll sideways too. */
+const MIN_SCALE = 0.6;
+const ZOOM_STEP = 1.25;
+
+/**
+ * The rate label of an edge with traffic (none without: an idle edge's label would say nothing).
+ * `fmt` formats a rate; the layout passes a fixed-width stand-in so that changing rates never move
+ * nodes, only an edge gaining or losing traffic does.
+ */
+function edgeLabel(e: PairEdge, fmt: (n: number) => string): string | undefined {
+  if (e.rps <= 0 && e.deniedRps <= 0) return undefined;
+  const security = e.secured === false ? 'plaintext ' : e.secured === true ? 'mTLS ' : '';
+  const ok = e.rps > 0 ? fmt(e.rps) : '';
+  const denied = e.deniedRps > 0 ? `${fmt(e.deniedRps)} denied` : '';
+  return `${security}${ok}${ok !== '' && denied !== '' ? ' · ' : ''}${denied}`;
+}
+
+/** The widest text `rate` gives below 10,000/s. */
+const widestRate = () => '0.00/s';
+
+/** A short sample of an edge state's line, for the legend and the panels. */
+function Swatch({ state }: { state: PairEdge['state'] }) {
+  return (
+    <svg class="swatch" width="30" height="10" aria-hidden="true">
+      <g class={`edge ${state}`}>
+        <path d="M1,5 L29,5" class="line" />
+      </g>
+    </svg>
+  );
+}
 
 function label(n: GraphNode): { title: string; sub: string } {
   if (n.kind === 'Namespace') return { title: n.name, sub: `namespace · ${n.pods} workloads` };
@@ -82,7 +121,7 @@ function NodePanel({ n, edges, open, graph }: { n: GraphNode; edges: readonly Pa
   const outbound = edges.filter((e) => e.src === n.id);
   const line = (e: PairEdge, other: string) => (
     <li key={e.id} data-panel-link={e.id}>
-      <span class={`dot ${e.state}`} /> {other.startsWith('/') ? other.slice(1) : other} <span class="muted">{STATE_LABEL[e.state]}</span>
+      <Swatch state={e.state} /> {other.startsWith('/') ? other.slice(1) : other} <span class="muted">{STATE_LABEL[e.state]}</span>
       {e.rps + e.deniedRps > 0 && (
         <span class="muted">
           {' '}
@@ -151,9 +190,40 @@ export function GraphView({
   const [layoutError, setLayoutError] = useState<string | undefined>(undefined);
   const [selectedEdge, setSelectedEdge] = useState<string | undefined>(undefined);
   const [selectedNode, setSelectedNode] = useState<string | undefined>(undefined);
+  // 1 = fitted to the panel; the keys + - 0 and the toolbar's buttons change it.
+  const [zoom, setZoom] = useState(1);
+  const canvas = useRef<HTMLDivElement>(null);
+  const [box, setBox] = useState<{ w: number; h: number } | undefined>(undefined);
+  useEffect(() => {
+    const el = canvas.current;
+    if (el === null) return;
+    const measure = () => setBox({ w: el.clientWidth, h: el.clientHeight });
+    measure();
+    const ro = new ResizeObserver(measure);
+    ro.observe(el);
+    return () => ro.disconnect();
+  }, []);
+  useEffect(() => {
+    const on = (ev: KeyboardEvent) => {
+      if (ev.ctrlKey || ev.metaKey || ev.altKey || isTyping(ev.target)) return;
+      if (ev.key === '+' || ev.key === '=') setZoom((z) => Math.min(4, z * ZOOM_STEP));
+      else if (ev.key === '-') setZoom((z) => Math.max(0.25, z / ZOOM_STEP));
+      else if (ev.key === '0') setZoom(1);
+      else if (ev.key === 'Escape') {
+        setSelectedNode(undefined);
+        setSelectedEdge(undefined);
+      }
+    };
+    addEventListener('keydown', on);
+    return () => removeEventListener('keydown', on);
+  }, []);
 
-  // Layout depends on which nodes and edges exist, not on rates: traffic updates never move nodes.
-  const shapeKey = useMemo(() => `${nodes.map((n) => n.id).join('|')}#${edges.map((e) => e.id).join('|')}`, [nodes, edges]);
+  // Layout depends on which nodes and edges exist and which edges carry a label, not on rates:
+  // traffic updates never move nodes.
+  const shapeKey = useMemo(
+    () => `${nodes.map((n) => n.id).join('|')}#${edges.map((e) => `${e.id}:${edgeLabel(e, widestRate) ?? ''}`).join('|')}`,
+    [nodes, edges],
+  );
   useEffect(() => {
     let cancelled = false;
     const started = performance.now();
@@ -162,7 +232,10 @@ export function GraphView({
         const l = label(n);
         return { id: n.id, ...nodeSize(l.title, l.sub) };
       }),
-      edges,
+      edges.map((e) => {
+        const text = edgeLabel(e, widestRate);
+        return text === undefined ? e : { ...e, label: { text, ...labelSize(text) } };
+      }),
       { wrap: collapsed },
     )
       .then((l) => {
@@ -209,6 +282,15 @@ export function GraphView({
   const edge = edges.find((e) => e.id === selectedEdge);
   const node = graph.nodes.find((n) => n.id === selectedNode);
   const toggle = (k: keyof GraphFilter) => setFilter((x) => ({ ...x, [k]: !x[k] }));
+  const viewW = (l?.width ?? 0) + 2 * PAD;
+  const viewH = (l?.height ?? 0) + 2 * PAD;
+  const fitAll = box === undefined ? 1 : Math.min(box.w / viewW, box.h / viewH);
+  const fitted = box === undefined ? 1 : Math.min(MAX_SCALE, fitAll >= MIN_FIT ? fitAll : Math.max(MIN_SCALE, box.w / viewW));
+  const scale = fitted * zoom;
+  const selectEdge = (id: string) => {
+    setSelectedEdge(id);
+    setSelectedNode(undefined);
+  };
 
   return (
     <section class="graph" aria-label="who can talk">
@@ -233,11 +315,22 @@ export function GraphView({
           <input type="checkbox" checked={filter.showExternal} onChange={() => toggle('showExternal')} data-toggle="external" /> host and unmeshed clients
         </label>
         <span class="legend">
-          {(Object.keys(STATE_LABEL) as PairEdge['state'][]).map((s) => (
+          {STATES.map((s) => (
             <span key={s} data-legend={s}>
-              <span class={`dot ${s}`} /> {STATE_LABEL[s]} <b>{counts[s] ?? 0}</b>
+              <Swatch state={s} /> {STATE_LABEL[s]} <b>{counts[s] ?? 0}</b>
             </span>
           ))}
+        </span>
+        <span class="zoom" title="zoom: - and + keys, 0 fits">
+          <button type="button" onClick={() => setZoom((z) => Math.max(0.25, z / ZOOM_STEP))} aria-label="zoom out (-)" data-zoom="out">
+            −
+          </button>
+          <button type="button" onClick={() => setZoom(1)} aria-label="fit to the panel (0)" data-zoom="fit">
+            {Math.round(scale * 100)}%
+          </button>
+          <button type="button" onClick={() => setZoom((z) => Math.min(4, z * ZOOM_STEP))} aria-label="zoom in (+)" data-zoom="in">
+            +
+          </button>
         </span>
         {trafficError !== undefined && (
           <span class="muted" title={trafficError}>
@@ -246,16 +339,17 @@ export function GraphView({
         )}
       </div>
       <div class="graph-body">
-        <div class="canvas">
+        <div class="canvas" ref={canvas}>
           {layoutError !== undefined && <p class="error">layout failed: {layoutError}</p>}
           {l === undefined ? (
             <p class="muted">laying out {nodes.length} workloads…</p>
           ) : (
             <svg
-              width={l.width + 20}
-              height={l.height + 20}
-              viewBox={`-10 -10 ${l.width + 20} ${l.height + 20}`}
+              width={Math.round(viewW * scale)}
+              height={Math.round(viewH * scale)}
+              viewBox={`${-PAD} ${-PAD} ${viewW} ${viewH}`}
               data-graph-ready={ready ? 'true' : 'false'}
+              data-scale={scale.toFixed(2)}
               data-nodes={nodes.length}
               data-level={collapsed ? 'namespaces' : 'workloads'}
               data-edges={edges.length}
@@ -263,30 +357,32 @@ export function GraphView({
               aria-label={`who can talk: ${nodes.length} workloads, ${edges.length} edges`}
             >
               <defs>
-                {(Object.keys(STATE_LABEL) as PairEdge['state'][]).map((s) => (
+                {STATES.map((s) => (
+                  // Denied traffic ends at a bar (blocked), unused permits in an open head: the
+                  // head tells the states apart without colour, like the dash patterns do.
                   <marker
                     key={s}
                     id={`arrow-${s}`}
-                    viewBox="0 0 10 10"
-                    refX="9"
+                    viewBox={s === 'used-denied' ? '0 0 15 10' : '0 0 11 10'}
+                    refX={s === 'used-denied' ? '14' : '10'}
                     refY="5"
-                    markerWidth="7"
-                    markerHeight="7"
+                    markerUnits="userSpaceOnUse"
+                    markerWidth={s === 'used-denied' ? '18' : '13'}
+                    markerHeight="12"
                     orient="auto-start-reverse"
                     class={`marker ${s}`}
                   >
-                    <path d="M0,0 L10,5 L0,10 z" />
+                    <path d={s === 'used-denied' ? 'M0.5,0.5 L9,5 L0.5,9.5 z M11,0 h3.5 v10 h-3.5 z' : 'M1,1 L10,5 L1,9 z'} />
                   </marker>
                 ))}
               </defs>
-              {edges.map((e) => {
+              {/* Edges with a label last: no other line is drawn across a label's background. */}
+              {[...edges.filter((e) => edgeLabel(e, rate) === undefined), ...edges.filter((e) => edgeLabel(e, rate) !== undefined)].map((e) => {
                 const pts = l.edges.get(e.id);
                 if (pts === undefined) return null;
-                // Halfway along the middle segment: clear of both nodes.
-                const a = pts[Math.max(0, Math.floor((pts.length - 1) / 2))];
-                const b2 = pts[Math.min(pts.length - 1, Math.floor((pts.length - 1) / 2) + 1)];
-                const mid = a !== undefined && b2 !== undefined ? { x: (a.x + b2.x) / 2, y: (a.y + b2.y) / 2 } : undefined;
                 const dim = selectedNode !== undefined && e.src !== selectedNode && e.dst !== selectedNode;
+                const lb = l.labels.get(e.id);
+                const text = edgeLabel(e, rate);
                 return (
                   // biome-ignore lint/a11y/noStaticElementInteractions: an SVG group; the same facts are reachable by keyboard from the nodes' panel
                   <g
@@ -300,22 +396,20 @@ export function GraphView({
                     data-denied-rps={e.deniedRps}
                     data-secured={e.secured === null ? 'unknown' : String(e.secured)}
                     class={`edge ${e.state}${e.policy === 'partial' ? ' partial' : ''}${selectedEdge === e.id ? ' selected' : ''}${dim ? ' dim' : ''}${e.secured === false ? ' plaintext' : ''}`}
-                    onClick={() => {
-                      setSelectedEdge(e.id);
-                      setSelectedNode(undefined);
-                    }}
+                    onClick={() => selectEdge(e.id)}
                   >
                     <title>
                       {e.src} → {e.dst}: {STATE_LABEL[e.state]}
                     </title>
                     <path d={pathOf(pts)} class="hit" />
                     <path d={pathOf(pts)} class="line" marker-end={`url(#arrow-${e.state})`} />
-                    {mid !== undefined && (e.rps > 0 || e.deniedRps > 0) && (
-                      <text x={mid.x} y={mid.y - 4} class="edge-label">
-                        {e.secured === false ? 'plaintext ' : e.secured === true ? 'mTLS ' : ''}
-                        {rate(e.rps)}
-                        {e.deniedRps > 0 ? ` · ${rate(e.deniedRps)} denied` : ''}
-                      </text>
+                    {lb !== undefined && text !== undefined && (
+                      <g data-edge-label={e.id} class="edge-label" transform={`translate(${lb.x.toFixed(1)},${lb.y.toFixed(1)})`}>
+                        <rect width={lb.w} height={lb.h} rx="3" />
+                        <text x={lb.w / 2} y={lb.h / 2 + 4}>
+                          {text}
+                        </text>
+                      </g>
                     )}
                   </g>
                 );
@@ -345,7 +439,8 @@ export function GraphView({
                       }
                     }}
                   >
-                    <rect width={b.w} height={b.h} rx="6" />
+                    <rect class="ring" x={-4} y={-4} width={b.w + 8} height={b.h + 8} rx="9" />
+                    <rect class="box" width={b.w} height={b.h} rx="6" />
                     <text x={b.w / 2} y={16} class="title">
                       {t.title}
                     </text>

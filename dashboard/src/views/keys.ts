@@ -4,7 +4,8 @@
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
 
-function isTyping(t: EventTarget | null): boolean {
+/** Whether a key event comes from a form field, whose keys belong to the field. */
+export function isTyping(t: EventTarget | null): boolean {
   const el = t as HTMLElement | null;
   return el !== null && (el.tagName === 'INPUT' || el.tagName === 'TEXTAREA' || el.tagName === 'SELECT');
 }
