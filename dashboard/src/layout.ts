@@ -73,7 +73,7 @@ export function labelSize(text: string): { w: number; h: number } {
 export async function layoutGraph(
   nodes: readonly { id: string; w: number; h: number }[],
   edges: readonly { id: string; src: string; dst: string; label?: { text: string; w: number; h: number } }[],
-  opts: { readonly wrap?: boolean } = {},
+  opts: { readonly wrap?: boolean; readonly direction?: 'RIGHT' | 'DOWN' } = {},
 ): Promise<Layout> {
   const e = await loadElk();
   const ids = new Set(nodes.map((n) => n.id));
@@ -81,7 +81,7 @@ export async function layoutGraph(
     id: 'root',
     layoutOptions: {
       'elk.algorithm': 'layered',
-      'elk.direction': 'RIGHT',
+      'elk.direction': opts.direction ?? 'RIGHT',
       'elk.edgeRouting': 'POLYLINE',
       // A labelled edge gets a layer of its own for the label: less room is needed around it.
       'elk.layered.spacing.nodeNodeBetweenLayers': edges.some((x) => x.label !== undefined) ? '36' : '70',

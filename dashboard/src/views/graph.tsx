@@ -194,6 +194,8 @@ export function GraphView({
   const [zoom, setZoom] = useState(1);
   const canvas = useRef<HTMLDivElement>(null);
   const [box, setBox] = useState<{ w: number; h: number } | undefined>(undefined);
+  const boxRef = useRef(box);
+  boxRef.current = box;
   useEffect(() => {
     const el = canvas.current;
     if (el === null) return;
@@ -227,17 +229,26 @@ export function GraphView({
   useEffect(() => {
     let cancelled = false;
     const started = performance.now();
-    layoutGraph(
-      nodes.map((n) => {
-        const l = label(n);
-        return { id: n.id, ...nodeSize(l.title, l.sub) };
-      }),
-      edges.map((e) => {
-        const text = edgeLabel(e, widestRate);
-        return text === undefined ? e : { ...e, label: { text, ...labelSize(text) } };
-      }),
-      { wrap: collapsed },
-    )
+    const sized = nodes.map((n) => {
+      const t = label(n);
+      return { id: n.id, ...nodeSize(t.title, t.sub) };
+    });
+    const labelled = edges.map((e) => {
+      const text = edgeLabel(e, widestRate);
+      return text === undefined ? e : { ...e, label: { text, ...labelSize(text) } };
+    });
+    layoutGraph(sized, labelled, { wrap: collapsed })
+      .then(async (l) => {
+        // A long chain laid out left to right is far wider than the panel and would be shrunk to
+        // unreadable text: top to bottom it fits the width and scrolls down instead. Only for
+        // graphs small enough to lay out twice.
+        const panel = boxRef.current;
+        if (panel === undefined || collapsed || nodes.length > 200 || cancelled) return l;
+        const fit = (x: Layout) => Math.min(panel.w / (x.width + 2 * PAD), panel.h / (x.height + 2 * PAD));
+        if (fit(l) >= MIN_FIT) return l;
+        const down = await layoutGraph(sized, labelled, { direction: 'DOWN' });
+        return Math.min(MAX_SCALE, panel.w / (down.width + 2 * PAD)) > Math.max(fit(l), MIN_SCALE) ? down : l;
+      })
       .then((l) => {
         if (cancelled) return;
         setLayout({ key: shapeKey, layout: l });
