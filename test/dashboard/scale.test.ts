@@ -180,6 +180,10 @@ describe('dashboard on 500 workloads', { timeout: 300_000 }, () => {
     assert.equal(drawnEdges.length, PER_NAMESPACE * 2 - 3 + 2 * PER_NAMESPACE, drawnEdges.join('\n'));
     const into = await page.$$eval(`[data-edge][data-dst="${ns(7)}/Deployment/${wl(5)}"]`, (es) => es.map((e) => e.getAttribute('data-src')).sort());
     assert.deepEqual(into, callersOf(7, 5).sort());
+    // Thirty workloads in a chain: drawn at a readable size (top to bottom, scrolling), not shrunk
+    // to fit the panel's width.
+    const drawnScale = Number(await page.getAttribute('svg[data-graph-ready]', 'data-scale'));
+    assert.ok(drawnScale >= 0.75, `one namespace's graph drawn at ${drawnScale}`);
     await page.screenshot({ path: join(screenshotDir(), 'graph-500-namespace.png') });
 
     // Every workload at once, on request.

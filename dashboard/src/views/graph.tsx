@@ -191,7 +191,16 @@ export function GraphView({
   const [selectedEdge, setSelectedEdge] = useState<string | undefined>(undefined);
   const [selectedNode, setSelectedNode] = useState<string | undefined>(undefined);
   // 1 = fitted to the panel; the keys + - 0 and the toolbar's buttons change it.
-  const [zoom, setZoom] = useState(1);
+  const [zoom, setZoomState] = useState(1);
+  // Zooming keeps the point at the middle of the canvas in the middle.
+  const centre = useRef<{ x: number; y: number } | undefined>(undefined);
+  const setZoom = (z: number | ((z: number) => number)) => {
+    const el = canvas.current;
+    if (el !== null && el.scrollWidth > 0) {
+      centre.current = { x: (el.scrollLeft + el.clientWidth / 2) / el.scrollWidth, y: (el.scrollTop + el.clientHeight / 2) / el.scrollHeight };
+    }
+    setZoomState(z);
+  };
   const canvas = useRef<HTMLDivElement>(null);
   const [box, setBox] = useState<{ w: number; h: number } | undefined>(undefined);
   const boxRef = useRef(box);
@@ -298,6 +307,14 @@ export function GraphView({
   const fitAll = box === undefined ? 1 : Math.min(box.w / viewW, box.h / viewH);
   const fitted = box === undefined ? 1 : Math.min(MAX_SCALE, fitAll >= MIN_FIT ? fitAll : Math.max(MIN_SCALE, box.w / viewW));
   const scale = fitted * zoom;
+  useEffect(() => {
+    const el = canvas.current;
+    const c = centre.current;
+    if (el === null || c === undefined) return;
+    centre.current = undefined;
+    el.scrollLeft = c.x * el.scrollWidth - el.clientWidth / 2;
+    el.scrollTop = c.y * el.scrollHeight - el.clientHeight / 2;
+  }, [scale]);
   const selectEdge = (id: string) => {
     setSelectedEdge(id);
     setSelectedNode(undefined);
