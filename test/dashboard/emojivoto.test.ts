@@ -222,6 +222,8 @@ describe('dashboard on ward up examples/emojivoto', { timeout: 300_000, skip: sk
     await page.keyboard.press('2');
     await page.waitForSelector(`.shell[data-view="policy"] [data-policy-of="${WEB}"]`);
     await page.keyboard.press('1');
+    // Chromium may handle the next key before the hash change re-renders: wait for the view.
+    await page.waitForSelector('.shell[data-view="workloads"] [data-filter]');
     await page.keyboard.press('/');
     assert.equal(await page.evaluate("document.activeElement?.hasAttribute('data-filter') === true"), true);
     await page.keyboard.type('voting');
@@ -287,6 +289,7 @@ describe('dashboard on ward up examples/emojivoto', { timeout: 300_000, skip: sk
     });
     assert.ok(ring.node !== null, 'a node has the focus');
     assert.notEqual(ring.stroke, 'none', `the focused node ${ring.node} shows a focus ring`);
+    await page.screenshot({ path: join(shots, 'graph-keyboard.png') });
 
     // + zooms in, 0 fits the graph to its panel again, which it fills more than half of.
     const scale = async () => Number(await page.getAttribute('svg[data-graph-ready]', 'data-scale'));
