@@ -115,6 +115,27 @@ describe('parseDenial', () => {
     assert.equal(parseDenial(JSON.stringify(allowed), 'ns', 'p'), undefined);
   });
 
+  it('reads an opaque connection the audit default policy let through as an audit', () => {
+    const line = {
+      level: 30,
+      time: 't',
+      client: '127.20.0.9',
+      port: 9000,
+      server: 'default:audit',
+      tls: 'mtls vote-bot.bad.serviceaccount.identity.linkerd.cluster.local',
+      authz: { group: '', kind: 'default', name: 'audit' },
+      msg: 'inbound TCP connection allowed',
+    };
+    const d = parseDenial(JSON.stringify(line), 'ns', 'p');
+    assert.equal(d?.decision, 'audit');
+    assert.equal(d?.kind, 'audit');
+    assert.equal(d?.clientId, 'vote-bot.bad.serviceaccount.identity.linkerd.cluster.local');
+    assert.equal(
+      parseDenial(JSON.stringify({ ...line, authz: { group: 'policy.linkerd.io', kind: 'authorizationpolicy', name: 'db' } }), 'ns', 'p'),
+      undefined,
+    );
+  });
+
   it('ignores everything else', () => {
     for (const line of [
       '',

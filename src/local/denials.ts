@@ -1,9 +1,9 @@
 /**
  * Recent denials and audited requests, read from the proxies' logs: each proxy logs every denied
- * request and connection at info (pino JSON), and every HTTP request the `audit` default policy
- * lets through ("Request allowed" with authz default:audit) — the ones that would be denied under
- * a deny default. The runtime keeps the last ones of each for `ward status`, which groups them.
- * (Audited TCP connections are logged at debug only, so they do not show here.)
+ * request and connection at info (pino JSON), and every HTTP request and opaque connection the
+ * `audit` default policy lets through ("Request allowed", "inbound TCP connection allowed", with
+ * authz default:audit) — the ones that would be denied under a deny default. The runtime keeps
+ * the last ones of each for `ward status`, which groups them.
  */
 
 /** One denial or audited request, as `ward status -o json` lists it. */
@@ -37,6 +37,7 @@ const MESSAGES: Readonly<Record<string, string | undefined>> = {
   'Connection terminated due to policy change': 'tcp-terminate',
   'admin request denied': 'http',
   'Request allowed': 'audit',
+  'inbound TCP connection allowed': 'audit',
 };
 
 /** The reason given to an audited request (the proxy logs none: it was allowed). */

@@ -726,6 +726,37 @@ describe('InboundHttp: HTTP/1.1', () => {
     );
   });
 
+  it('logs an opaque connection the audit default policy lets through at info, as a would-be denial', async () => {
+    policies.set(portH1, mkServer({ kind: 'opaque' }, [audit]));
+    const sock = track(netConnect({ host: HOST, port: portH1, localAddress: FROM }));
+    await once(sock, 'connect');
+    sock.write('GET /open HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n');
+    const reply = await new Promise<string>((resolve, reject) => {
+      let text = '';
+      sock.on('data', (c: Buffer) => {
+        text += c.toString('latin1');
+      });
+      sock.on('end', () => resolve(text));
+      sock.on('error', reject);
+    });
+    assert.match(reply, /^HTTP\/1\.1 200/, 'the audited connection reaches the application');
+    const line = logs().find((l) => l.msg === 'inbound TCP connection allowed');
+    assert.ok(line, `an audit line in ${JSON.stringify(logLines)}`);
+    assert.equal(line.level, 30);
+    assert.deepEqual(line.authz, { group: '', kind: 'default', name: 'audit' });
+    // A connection admitted by a real authorization is not logged at info.
+    logLines.length = 0;
+    policies.set(portH1, mkServer({ kind: 'opaque' }, [anyone]));
+    const again = track(netConnect({ host: HOST, port: portH1, localAddress: FROM }));
+    await once(again, 'connect');
+    again.end('GET /open HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n');
+    await once(again.resume(), 'end');
+    assert.equal(
+      logs().some((l) => l.msg === 'inbound TCP connection allowed'),
+      false,
+    );
+  });
+
   it('answers 501 to upgrades it cannot proxy, ignores h2c upgrades and handles 100-continue', async () => {
     policies.set(portH1, detectWeb());
     const agent = keepAliveAgent();

@@ -900,8 +900,16 @@ export class InboundProxy {
     }
     this.#counter.tcpAuthzAllow++;
     this.#hooks.onTcpAllow?.({ port, client, decision: d });
-    if (d.isAudit && this.#tap?.active === true) this.#tap.tcpAudited(port, client, d);
-    if (this.#log.isLevelEnabled('debug')) {
+    if (d.isAudit) {
+      if (this.#tap?.active === true) this.#tap.tcpAudited(port, client, d);
+      // A would-be denial: at info, like an audited request, so `ward status` lists it.
+      if (this.#log.isLevelEnabled('info')) {
+        this.#log.info(
+          { ...this.#logFields(conn, client, d), authz: { group: d.authz.group, kind: d.authz.kind, name: d.authz.name } },
+          'inbound TCP connection allowed',
+        );
+      }
+    } else if (this.#log.isLevelEnabled('debug')) {
       this.#log.debug({ ...this.#logFields(conn, client, d), authz: `${d.authz.kind}:${d.authz.name}` }, 'inbound TCP connection allowed');
     }
     conn.tracked = true;
