@@ -1,8 +1,18 @@
 /**
  * The admin HTTP server: a thin node:http shell around `handleAdminRequest`.
+ *
+ * Who may ask what: /live, /ready and /metrics answer anyone (kubelet probes, Prometheus); every
+ * other path — the JSON API, tap and the other streams, the dashboard — answers only a caller
+ * whose TCP peer is loopback, unless started with `apiFrom: 'any'`. In Kubernetes the port is on
+ * the controller's ClusterIP Service for the probes and the scraper, and the controller taps every
+ * proxy with its own mesh identity, which the pods' policies admit: served to any pod, tap would
+ * let that pod read every workload's requests past the policy on its 4191. `kubectl port-forward`
+ * connects from the pod's own loopback, so it still reaches the API. Nothing else can: the
+ * control-plane namespace is never injected (`ward install` labels it so), so no sidecar sits in
+ * the controller's pod to relay other pods' traffic from loopback.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, BlockList, isIPv4, isIPv6 } from 'node:net';
 import type { Logger } from '../shared/index.js';
 import { ADMIN_MAX_BODY_BYTES, type AdminState, apiError, handleAdminRequest } from './admin-api.js';
 
@@ -20,6 +30,61 @@ export interface AdminStreamRoute {
   /** Paths this route answers: exactly `prefix`, or below it when it ends with `/`. */
   readonly prefix: string;
   handle(req: IncomingMessage, res: ServerResponse, url: URL): void;
+}
+
+/** Who the JSON API, the streams and the dashboard answer: loopback peers only, or anyone. */
+export type AdminApiFrom = 'loopback' | 'any';
+
+/** Settings of {@link startAdminServer}. */
+export interface AdminServerOptions {
+  /** Default `loopback`. `any` serves tap and the JSON API to every peer that reaches the port. */
+  readonly apiFrom?: AdminApiFrom;
+  /** Named in the refusal's port-forward hint (default `<control-plane-namespace>`). */
+  readonly controlPlaneNamespace?: string;
+}
+
+/** The paths every peer may read: probes and the scraper. Compared after the same parse the routers use. */
+const PUBLIC_PATHS: ReadonlySet<string> = new Set(['/live', '/ready', '/metrics']);
+
+const LOOPBACK = new BlockList();
+LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
+// BlockList checks IPv4-mapped IPv6 (`::ffff:127.0.0.1`, `::ffff:7f00:1`) against the IPv4 rule.
+LOOPBACK.addAddress('::1', 'ipv6');
+
+/** Whether `address` (a socket's `remoteAddress`; undefined once the socket is gone) is loopback. */
+export function isLoopbackPeer(address: string | undefined): boolean {
+  if (address === undefined) return false;
+  if (isIPv4(address)) return LOOPBACK.check(address, 'ipv4');
+  if (isIPv6(address)) return LOOPBACK.check(address, 'ipv6');
+  return false;
+}
+
+/**
+ * Whether the request's path is one every peer may read. The path is parsed exactly as
+ * `handleAdminRequest` and the stream routes parse it (WHATWG URL: dot segments resolved, percent
+ * escapes kept, `//host/…` read as an authority), so a path that passes here is the path that is
+ * answered; anything unparsable is not public.
+ */
+export function isPublicAdminPath(rawUrl: string): boolean {
+  let url: URL;
+  try {
+    url = new URL(rawUrl, 'http://controller.invalid');
+  } catch {
+    return false;
+  }
+  return PUBLIC_PATHS.has(url.pathname.replace(/\/+$/, '') || '/');
+}
+
+function refuse(res: ServerResponse, namespace: string, port: number): void {
+  const r = apiError(
+    403,
+    'FORBIDDEN',
+    'the controller serves its API, tap and dashboard only to loopback peers; ' +
+      `reach it with \`kubectl port-forward -n ${namespace} deploy/ward-controller ${port}:${port}\`, ` +
+      `then pass \`--controller http://127.0.0.1:${port}\` (or run \`ward dashboard --controller http://127.0.0.1:${port}\`)`,
+  );
+  res.writeHead(r.status, { 'content-type': r.contentType, 'cache-control': 'no-store', connection: 'close' });
+  res.end(r.body);
 }
 
 function streamRouteOf(routes: readonly AdminStreamRoute[], rawUrl: string): { route: AdminStreamRoute; url: URL } | undefined {
@@ -41,8 +106,17 @@ export async function startAdminServer(
   port: number,
   logger: Logger,
   streams: readonly AdminStreamRoute[] = [],
+  options: AdminServerOptions = {},
 ): Promise<AdminServer> {
+  const apiFrom = options.apiFrom ?? 'loopback';
+  const namespace = options.controlPlaneNamespace ?? '<control-plane-namespace>';
+  let listeningPort = port;
   const server: Server = createServer((req, res) => {
+    // Decided on the socket's peer alone: no header (X-Forwarded-For, Host, Forwarded) is trusted.
+    if (apiFrom !== 'any' && !isPublicAdminPath(req.url ?? '/') && !isLoopbackPeer(req.socket.remoteAddress)) {
+      refuse(res, namespace, listeningPort);
+      return;
+    }
     const stream = streamRouteOf(streams, req.url ?? '/');
     if (stream !== undefined) {
       try {
@@ -90,8 +164,9 @@ export async function startAdminServer(
       resolve();
     });
   });
+  listeningPort = (server.address() as AddressInfo).port;
   return {
-    port: (server.address() as AddressInfo).port,
+    port: listeningPort,
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());

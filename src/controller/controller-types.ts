@@ -104,6 +104,11 @@ export interface ControllerOptions {
   readonly podNames?: 'ordinal' | 'template-hash';
   /** The traffic views' metrics backend (default: embedded, every 10 s). */
   readonly metrics?: MetricsSettings | undefined;
+  /**
+   * Who the admin port's JSON API, tap and dashboard answer (default `loopback`; /live, /ready and
+   * /metrics answer anyone). `any` exposes tap to every peer that reaches the port.
+   */
+  readonly adminApiFrom?: 'loopback' | 'any' | undefined;
 }
 
 /** A running controller. */

@@ -142,6 +142,8 @@ async function startAdmin(
       at.port,
       log,
       features.streams,
+      // The controller's own namespace (its pod's, in Kubernetes) is where the port-forward goes.
+      { apiFrom: opts.adminApiFrom ?? 'loopback', controlPlaneNamespace: opts.kubernetes?.namespace ?? cluster.controlPlaneNamespace },
     );
   } catch (e) {
     throw new MeshError('ERR_LISTEN', `cannot serve the admin API on ${at.host}:${at.port}: ${(e as Error).message}`, { cause: e });

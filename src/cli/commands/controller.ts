@@ -55,6 +55,7 @@ export interface ControllerFlags {
   readonly identityAddr?: string;
   readonly destinationAddr?: string;
   readonly adminAddr?: string;
+  readonly adminApiFrom?: string;
   readonly grpcPlaintext?: boolean;
   readonly logLevel?: string;
   readonly metricsBackend?: string;
@@ -89,6 +90,10 @@ export function registerControllerCommand(program: Command, io: CliIo, result: {
     .option('--identity-addr <host:port>', `Identity API (default ${DEFAULT_LISTEN.identity.host}:${DEFAULT_LISTEN.identity.port})`)
     .option('--destination-addr <host:port>', `Destination API (default ${DEFAULT_LISTEN.destination.host}:${DEFAULT_LISTEN.destination.port})`)
     .option('--admin-addr <host:port>', `metrics, health and JSON API (default ${DEFAULT_LISTEN.admin.host}:${DEFAULT_LISTEN.admin.port})`)
+    .option(
+      '--admin-api-from <who>',
+      "who the admin port's JSON API, tap and dashboard answer: loopback (kubectl port-forward) or any — any exposes every workload's requests through tap to whoever reaches the port; use it only behind your own authenticating proxy (default loopback; /live, /ready, /metrics answer anyone)",
+    )
     .option('--grpc-plaintext', 'serve gRPC without TLS (debugging only)')
     .option('--log-level <level>', `log level: ${LEVELS.join(', ')} (default info; WARD_LOG overrides)`)
     .option(
@@ -113,6 +118,8 @@ export async function runController(flags: ControllerFlags, io: CliIo, signals: 
   if (kubernetes !== undefined && flags.manifests !== undefined)
     throw new UsageError('--manifests and --kubernetes exclude each other: the controller has one source');
   const metrics = metricsSettings(flags);
+  const adminApiFrom = flags.adminApiFrom ?? 'loopback';
+  if (adminApiFrom !== 'loopback' && adminApiFrom !== 'any') throw new UsageError(`--admin-api-from "${adminApiFrom}": use loopback or any`);
   const logger = createLogger({ name: 'controller', level: (flags.logLevel as (typeof LEVELS)[number] | undefined) ?? 'info' });
   let running: Awaited<ReturnType<typeof startController>>;
   try {
@@ -126,6 +133,7 @@ export async function runController(flags: ControllerFlags, io: CliIo, signals: 
       logger,
       grpcPlaintext: flags.grpcPlaintext === true,
       metrics,
+      adminApiFrom,
     });
   } catch (e) {
     logger.flush();

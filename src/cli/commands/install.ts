@@ -247,6 +247,8 @@ export function controllerArgs(opts: Pick<InstallOptions, 'namespace' | 'trustDo
     `--policy-addr=${any(CONTROLLER_PORTS.policy)}`,
     `--identity-addr=${any(CONTROLLER_PORTS.identity)}`,
     `--destination-addr=${any(CONTROLLER_PORTS.destination)}`,
+    // On the Service for probes and Prometheus: the controller answers /live, /ready, /metrics to
+    // any peer and its JSON API, tap and dashboard only through `kubectl port-forward` (loopback).
     `--admin-addr=${any(CONTROLLER_PORTS.admin)}`,
   ];
 }
