@@ -10,6 +10,8 @@ import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { clusterConfig } from '../../src/cli/cluster-config.js';
+import { bufferIo } from '../../src/cli/io.js';
+import { main } from '../../src/cli/main.js';
 import { isLoopbackPeer, isPublicAdminPath, type RunningController, startController } from '../../src/controller/index.js';
 import { initIdentity } from '../../src/identity/index.js';
 
@@ -181,5 +183,12 @@ describe('admin peer and path checks', () => {
     for (const p of ['/live', '/ready', '/metrics', '/metrics/', '/metrics?x=1', '/api/../metrics']) assert.equal(isPublicAdminPath(p), true, p);
     for (const p of ['/', '/api/v1/tap', '/%6detrics', '//metrics', '/metrics/x', '/dashboard/', 'http://[', '/metrics%2F..%2Fapi'])
       assert.equal(isPublicAdminPath(p), false, p);
+  });
+
+  it('ward controller refuses an --admin-api-from it does not know, naming the choices', async () => {
+    const io = bufferIo();
+    const status = await main(['controller', '--manifests', MANIFESTS, '--identity-dir', '/nonexistent', '--admin-api-from', 'cluster'], io);
+    assert.notEqual(status, 0);
+    assert.match(io.stderr, /--admin-api-from "cluster": use loopback or any/);
   });
 });
