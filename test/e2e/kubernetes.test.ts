@@ -217,13 +217,13 @@ describeWithCluster('e2e: ward on a real Kubernetes cluster', { timeout: 30 * 60
     assert.match(fromBad, /STATUS 403/);
   });
 
-  it("answers a pod on the controller Service's admin port with metrics, and refuses it the API", async () => {
-    // From a controller pod, through the Service: kube-proxy carries it to a replica from a pod
-    // address, never loopback. (A meshed pod's proxy resets the connection today: the controller's
-    // pods carry linkerd.io/control-plane-ns but no proxy, so it dials them with mesh TLS.)
+  it("answers a meshed pod on the controller Service's admin port with metrics, and refuses it the API", async () => {
+    // From a meshed pod, through its proxy and the Service: the controller runs without a proxy,
+    // so the client's proxy must not dial it with mesh TLS; kube-proxy carries the connection to
+    // a replica from a pod address, never loopback.
     const ip = (await k(['get', 'svc', 'ward-controller', '-n', 'linkerd', '-o', 'jsonpath={.spec.clusterIP}'])).trim();
     const script = `for (const p of ['/metrics', '/api/v1/pods']) require('http').get('http://${ip}:9990' + p, r => { let b = ''; r.on('data', c => b += c); r.on('end', () => console.log('STATUS', p, r.statusCode, p === '/metrics' ? '' : b)); }).on('error', e => console.log('ERR', p, e.message))`;
-    const out = await k(['exec', '-n', 'linkerd', 'deploy/ward-controller', '-c', 'controller', '--', 'node', '-e', script]);
+    const out = await k(['exec', '-n', 'bad', 'deploy/vote-bot', '-c', 'vote-bot', '--', 'node', '-e', script]);
     assert.match(out, /STATUS \/metrics 200/);
     assert.match(out, /STATUS \/api\/v1\/pods 403 [\s\S]*"FORBIDDEN"[\s\S]*kubectl port-forward -n linkerd deploy\/ward-controller 9990:9990/);
   });

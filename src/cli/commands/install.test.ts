@@ -203,6 +203,8 @@ describe('ward install', () => {
     for (const svc of ['ward-controller', 'ward-webhook']) {
       for (const [k, v] of Object.entries(dig(find(objs, 'Service', svc), 'spec', 'selector') as object)) assert.equal(selector[k], v);
     }
+    // The controller has no proxy: a pod label saying "meshed" would make clients' proxies dial it with mesh TLS.
+    assert.equal(selector['linkerd.io/control-plane-ns'], undefined);
   });
 
   it('validates every policy kind (Fail) and injects pods (Ignore), never in the control plane', () => {

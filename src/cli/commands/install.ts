@@ -255,7 +255,9 @@ export function controllerArgs(opts: Pick<InstallOptions, 'namespace' | 'trustDo
 
 function controllerDeployment(opts: InstallOptions): KubeObject {
   const ns = opts.namespace;
-  const podLabels = { ...CONTROLLER_SELECTOR, ...labelsOf(ns), 'linkerd.io/control-plane-component': 'controller' };
+  // Not `linkerd.io/control-plane-ns`: on a pod that label means "meshed", and the controller runs
+  // without a proxy, so meshed clients' proxies would dial it with mesh TLS and be reset.
+  const podLabels = { ...CONTROLLER_SELECTOR, ...WARD_PART_OF_LABEL, 'linkerd.io/control-plane-component': 'controller' };
   const probe = (path: string, failureThreshold: number) => ({ httpGet: { path, port: CONTROLLER_PORTS.admin }, periodSeconds: 10, failureThreshold });
   return {
     apiVersion: 'apps/v1',
