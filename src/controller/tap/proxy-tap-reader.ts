@@ -5,8 +5,8 @@
  * {@link parseProxyTapLine}. Exactly one `done` per call.
  */
 import type { IncomingMessage } from 'node:http';
-import { StringDecoder } from 'node:string_decoder';
 import { errorMessage } from '../../shared/index.js';
+import { LineDecoder } from '../../sources/index.js';
 import { type ProxyAdminTarget, type ProxyAdminTls, requestProxyAdmin } from '../observe/proxy-admin-client.js';
 import { type ProxyTapEnd, type ProxyTapEvent, parseProxyTapLine } from './tap-event.js';
 
@@ -30,28 +30,6 @@ export interface ProxyTapHandlers {
   /** A line that is not an event nor the end line (skipped). */
   invalid?(): void;
   done(outcome: ProxyTapOutcome): void;
-}
-
-/** Splits a byte stream into lines of bounded length. */
-export class LineSplitter {
-  readonly #decoder = new StringDecoder('utf8');
-  readonly #maxBytes: number;
-  #rest = '';
-
-  constructor(maxBytes = MAX_LINE_BYTES) {
-    this.#maxBytes = maxBytes;
-  }
-
-  /** The complete lines in `chunk` (with what came before); undefined once a line is longer than the bound. */
-  push(chunk: Buffer): string[] | undefined {
-    const text = this.#rest + this.#decoder.write(chunk);
-    const lines = text.split('\n');
-    this.#rest = lines.pop() ?? '';
-    // Characters, not bytes: a bound within a factor of 3 of the byte bound is as good here.
-    if (this.#rest.length > this.#maxBytes) return undefined;
-    for (const l of lines) if (l.length > this.#maxBytes) return undefined;
-    return lines;
-  }
 }
 
 /** Opens a pod's tap and reports its lines until it ends, fails or `signal` aborts. Never throws. */
@@ -97,7 +75,7 @@ export function readProxyTap(
 }
 
 function stream(res: IncomingMessage, signal: AbortSignal, handlers: ProxyTapHandlers, done: (o: ProxyTapOutcome) => void): void {
-  const lines = new LineSplitter();
+  const lines = new LineDecoder(MAX_LINE_BYTES);
   let end: ProxyTapEnd | undefined;
   const onAbort = (): void => {
     res.destroy();
@@ -113,14 +91,15 @@ function stream(res: IncomingMessage, signal: AbortSignal, handlers: ProxyTapHan
     done(o);
   };
   res.on('data', (chunk: Buffer) => {
-    const got = lines.push(chunk);
-    if (got === undefined) {
+    let got: string[];
+    try {
+      got = lines.push(chunk);
+    } catch {
       res.destroy();
       finish({ kind: 'failed', code: 'ERR_TAP_LINE_TOO_LONG', message: `a tap line longer than ${MAX_LINE_BYTES} bytes`, status: undefined });
       return;
     }
     for (const l of got) {
-      if (l === '') continue;
       const p = parseProxyTapLine(l);
       if (p.kind === 'event') handlers.event(p.event);
       else if (p.kind === 'end') end = p.end;

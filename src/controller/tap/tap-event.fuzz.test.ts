@@ -2,14 +2,14 @@
  * What the controller reads from proxies' tap streams and from its own API's callers, under
  * arbitrary input: `parseProxyTapLine` never throws and passes on only well-formed events (a
  * mutated valid line is either refused or still well-formed; a path never carries a query
- * string), `LineSplitter` never yields a line past its bound and splits the same whatever the
- * chunking, and the `/api/v1/tap` query parser never throws and keeps its bounds.
+ * string), the line decoder the tap reader uses never yields a line past its bound and splits the
+ * same whatever the chunking, and the `/api/v1/tap` query parser never throws and keeps its bounds.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { fuzzParams, mutated } from '../../shared/testing/fuzz.js';
-import { LineSplitter } from './proxy-tap-reader.js';
+import { LineDecoder } from '../../sources/index.js';
 import { parseProxyTapLine } from './tap-event.js';
 import { parseTapQuery, TAP_MAX_MAX, TAP_MAX_SECONDS } from './tap-query.js';
 
@@ -94,17 +94,24 @@ describe('tap input (fuzz)', () => {
     );
   });
 
-  it('LineSplitter bounds every line and splits the same whatever the chunking', () => {
+  it('the tap line decoder bounds every line and splits the same whatever the chunking', () => {
     fc.assert(
       fc.property(fc.string({ maxLength: 400 }), fc.array(fc.nat(), { maxLength: 10 }), (text, cuts) => {
         const bytes = Buffer.from(text);
-        const whole = new LineSplitter(64).push(bytes);
-        const s = new LineSplitter(64);
+        const pushOrRefuse = (d: LineDecoder, b: Buffer): string[] | undefined => {
+          try {
+            return d.push(b);
+          } catch {
+            return undefined;
+          }
+        };
+        const whole = pushOrRefuse(new LineDecoder(64), bytes);
+        const s = new LineDecoder(64);
         const pieces: string[] = [];
         let refused = false;
         let at = 0;
         for (const c of [...cuts.map((x) => x % (bytes.length + 1)).sort((a, b) => a - b), bytes.length]) {
-          const got = s.push(bytes.subarray(at, Math.max(at, c)));
+          const got = pushOrRefuse(s, bytes.subarray(at, Math.max(at, c)));
           at = Math.max(at, c);
           if (got === undefined) {
             refused = true;
@@ -115,7 +122,7 @@ describe('tap input (fuzz)', () => {
         if (whole === undefined) {
           return;
         }
-        for (const l of whole) assert.ok(l.length <= 64);
+        for (const l of whole) assert.ok(Buffer.byteLength(l) <= 64);
         if (!refused) assert.deepEqual(pieces, whole);
       }),
       fuzzParams(300),
