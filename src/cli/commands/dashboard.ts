@@ -12,9 +12,8 @@ import { createServer, request as httpRequest, type IncomingMessage, type Server
 import { request as httpsRequest } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { Command } from '@commander-js/extra-typings';
-import { controllerBase } from '../controller-client.js';
 import { type CliIo, EXIT, UsageError, untilStopped } from '../io.js';
-import { localController } from '../local-client.js';
+import { observeController } from './stat.js';
 
 /** Flags of `ward dashboard`. */
 export interface DashboardFlags {
@@ -35,13 +34,6 @@ export function registerDashboardCommand(program: Command, io: CliIo, result: { 
     .action(async (opts) => {
       result.status = await runDashboard(opts as DashboardFlags, io, signals);
     });
-}
-
-async function resolveController(flag: string | undefined): Promise<URL> {
-  if (flag !== undefined) return controllerBase(flag);
-  const local = await localController();
-  if (local === undefined) throw new UsageError('no local mesh is running (start one with `ward up DIR`) and no --controller URL was given');
-  return controllerBase(local);
 }
 
 /** Checks that the controller serves the dashboard; a usage error with the reason when not. */
@@ -95,7 +87,7 @@ function forward(base: URL, req: IncomingMessage, res: ServerResponse): void {
 export async function runDashboard(flags: DashboardFlags, io: CliIo, signals: AbortSignal | undefined): Promise<number> {
   const port = flags.port === undefined ? undefined : /^\d{1,5}$/.test(flags.port) && Number(flags.port) <= 65535 ? Number(flags.port) : Number.NaN;
   if (Number.isNaN(port)) throw new UsageError(`--port "${flags.port}" is not a port number (0-65535)`);
-  const base = await resolveController(flags.controller);
+  const base = await observeController(flags.controller, 'dashboard');
   await checkServed(base);
   if (port === undefined) {
     const url = new URL('/dashboard/', base).href;

@@ -12,9 +12,8 @@
  * ends after `--max` events or `--seconds` (the controller bounds both), or at Ctrl-C.
  */
 import type { Command } from '@commander-js/extra-typings';
-import { controllerBase } from '../controller-client.js';
 import { type CliIo, EXIT, UsageError } from '../io.js';
-import { localController } from '../local-client.js';
+import { observeController } from './stat.js';
 
 /** Flags of `ward tap`. */
 export interface TapFlags {
@@ -82,13 +81,6 @@ export function registerTapCommand(program: Command, io: CliIo, result: { status
 
 function checkCount(flag: string, v: string | undefined): void {
   if (v !== undefined && !/^[1-9][0-9]{0,8}$/.test(v)) throw new UsageError(`--${flag} "${v}" is not a positive whole number`);
-}
-
-async function controllerOf(flag: string | undefined): Promise<URL> {
-  if (flag !== undefined) return controllerBase(flag);
-  const local = await localController();
-  if (local === undefined) throw new UsageError('ward tap reads from a controller: give --controller URL, or start a local mesh with `ward up DIR`');
-  return controllerBase(local);
 }
 
 /** GET a JSON document; errors become usage errors with the controller's message. */
@@ -177,7 +169,7 @@ export async function runTap(resource: string, flags: TapFlags, io: CliIo, signa
   checkCount('max', flags.max);
   checkCount('seconds', flags.seconds);
   const namespace = flags.namespace ?? 'default';
-  const base = await controllerOf(flags.controller);
+  const base = await observeController(flags.controller, 'tap');
   const abort = new AbortController();
   const onSignal = (): void => abort.abort();
   if (signals !== undefined) signals.addEventListener('abort', onSignal, { once: true });
