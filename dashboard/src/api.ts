@@ -3,6 +3,9 @@
  * The shapes are the API's own (src/controller/admin-api.ts, the feature routes' doc comments);
  * fields the dashboard does not read are left out.
  */
+import type { PolicyGraph } from '../../src/core/index.js';
+
+export type { GraphBulk, GraphEdge, GraphNode } from '../../src/core/index.js';
 
 /** A workload reference as the traffic routes write it. */
 export interface WorkloadRef {
@@ -11,72 +14,11 @@ export interface WorkloadRef {
   readonly name: string;
 }
 
-/** /api/v1/graph (src/controller/dashboard/dashboard-routes.ts). */
-export interface GraphNode extends WorkloadRef {
-  readonly id: string;
-  readonly meshed: boolean;
-  readonly pods: number;
-  readonly podNames: readonly string[];
-  readonly readyPods: number | null;
-  readonly serviceAccount: string | null;
-  readonly identity: string | null;
-  readonly ip: string;
-  readonly ipAssumed: boolean;
-  readonly defaultPolicy: {
-    readonly name: string;
-    readonly source: 'pod-annotation' | 'cluster';
-    readonly namespaceValue: string | null;
-    readonly stale: boolean;
-  } | null;
-  readonly podsDiffer: boolean;
-}
-
-export interface GraphRoute {
-  readonly route: string | null;
-  readonly sample: string | null;
-  readonly probe: boolean;
-  readonly shadowed: boolean;
-}
-
-export interface GraphTarget {
-  readonly node: string;
-  readonly port: number;
-  readonly server: string;
-  readonly protocol: string;
-  readonly proxyAdmin: boolean;
-  readonly proxyPort: boolean;
-  readonly routes: readonly GraphRoute[];
-}
-
-export interface GraphEdge {
-  readonly src: string;
-  readonly dst: string;
-  readonly port: number;
-  readonly target: number;
-  readonly route: number;
-  readonly decision: 'allow' | 'audit';
-  readonly authz: string;
-}
-
-/** A permit most sources share: every source node but `except`. */
-export interface GraphBulk {
-  readonly dst: string;
-  readonly port: number;
-  readonly target: number;
-  readonly route: number;
-  readonly decision: 'allow' | 'audit';
-  readonly authz: string;
-  readonly except: readonly string[];
-}
-
-export interface Graph {
+/** /api/v1/graph (src/controller/dashboard/dashboard-routes.ts): core's graph plus the route's fields. */
+export interface Graph extends Omit<PolicyGraph, 'stats'> {
   readonly version: number;
   readonly namespace: string | null;
   readonly computeMs: number;
-  readonly nodes: readonly GraphNode[];
-  readonly targets: readonly GraphTarget[];
-  readonly edges: readonly GraphEdge[];
-  readonly bulk: readonly GraphBulk[];
 }
 
 /** /api/v1/edges: observed traffic. */

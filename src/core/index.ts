@@ -14,6 +14,7 @@ export * from './ip.js';
 export * from './label-selector.js';
 export * from './model.js';
 export * from './network-match.js';
+export * from './policy-graph.js';
 export * from './reachability.js';
 export * from './request-target.js';
 export * from './route-match.js';

@@ -4,7 +4,7 @@
  *
  * GET /api/v1/graph?namespace=NS | allNamespaces=true [&since=VERSION]
  *   Destinations in NS (default: all namespaces), sources from every namespace. The answer is
- *   `PolicyGraph` (src/index/graph.ts) plus:
+ *   `PolicyGraph` (src/core/policy-graph.ts, computed by src/index/graph.ts) plus:
  *     "version":   number, changes whenever a resource in force changes (a policy file edited, a
  *                  pod added): the dashboard polls with `since=` and gets `{"version","unchanged":true}`
  *                  while nothing changed;
