@@ -3,6 +3,8 @@
  * before any controller is asked.
  */
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { describe, it } from 'node:test';
 import { bufferIo, UsageError } from '../io.js';
 import { formatTapEvent, runTap } from './tap.js';
@@ -67,6 +69,38 @@ describe('ward tap', () => {
       [{ output: 'text', controller: 'ftp://x' }, /only http:\/\/ and https:\/\//],
     ] as const) {
       await assert.rejects(runTap('deploy/web', flags, io, undefined), (e: unknown) => e instanceof UsageError && msg.test(e.message));
+    }
+  });
+
+  it('prints the events a controller sends, and stops with a usage error at a line past 1 MiB instead of buffering it', async () => {
+    const event = JSON.stringify({ time: '2026-11-28T10:00:00.000Z', namespace: 'default', pod: 'web-1', method: 'GET', path: '/ok', decision: 'allow' });
+    const server = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+      res.write(`${event}\n`);
+      // A line that never ends: the CLI must give up on it rather than hold it all.
+      const chunk = 'x'.repeat(64 * 1024);
+      let sent = 0;
+      const more = (): void => {
+        while (sent < 64 && !res.destroyed) {
+          sent++;
+          if (!res.write(chunk)) return void res.once('drain', more);
+        }
+        res.end();
+      };
+      more();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const io = bufferIo();
+      const controller = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      await assert.rejects(
+        runTap('deploy/web', { output: 'json', controller }, io, new AbortController().signal),
+        (e: unknown) => e instanceof UsageError && /tap line longer than 1048576 bytes/.test(e.message),
+      );
+      assert.equal(io.stdout, `${event}\n`);
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
     }
   });
 });

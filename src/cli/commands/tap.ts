@@ -12,6 +12,7 @@
  * ends after `--max` events or `--seconds` (the controller bounds both), or at Ctrl-C.
  */
 import type { Command } from '@commander-js/extra-typings';
+import { LineDecoder } from '../../sources/index.js';
 import { type CliIo, EXIT, UsageError } from '../io.js';
 import { observeController } from './stat.js';
 
@@ -206,9 +207,11 @@ export async function runTap(resource: string, flags: TapFlags, io: CliIo, signa
   }
 }
 
+/** Longest line read from the controller: its events are a few KiB at most. */
+const MAX_TAP_LINE_BYTES = 1024 * 1024;
+
 async function print(res: Response, from: Set<string> | undefined, output: string, io: CliIo): Promise<number> {
-  const decoder = new TextDecoder();
-  let rest = '';
+  const lines = new LineDecoder(MAX_TAP_LINE_BYTES);
   let id = 0;
   let failed = 0;
   const onLine = (raw: string): void => {
@@ -243,12 +246,16 @@ async function print(res: Response, from: Set<string> | undefined, output: strin
   };
   if (res.body !== null) {
     for await (const chunk of res.body) {
-      rest += decoder.decode(chunk as Uint8Array, { stream: true });
-      const lines = rest.split('\n');
-      rest = lines.pop() ?? '';
-      for (const l of lines) onLine(l);
+      let got: string[];
+      try {
+        const bytes = chunk as Uint8Array;
+        got = lines.push(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+      } catch {
+        throw new UsageError(`the controller sent a tap line longer than ${MAX_TAP_LINE_BYTES} bytes; is this ward's controller?`);
+      }
+      for (const l of got) onLine(l);
     }
   }
-  onLine(rest);
+  onLine(lines.end() ?? '');
   return failed > 0 && id === 0 ? EXIT.failed : EXIT.ok;
 }
