@@ -12,8 +12,8 @@
  * the controller's pod to relay other pods' traffic from loopback.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { type AddressInfo, BlockList, isIPv4, isIPv6 } from 'node:net';
-import type { Logger } from '../shared/index.js';
+import type { AddressInfo } from 'node:net';
+import { isLoopbackAddress, isLoopbackHostHeader, type Logger } from '../shared/index.js';
 import { ADMIN_MAX_BODY_BYTES, type AdminState, apiError, handleAdminRequest } from './admin-api.js';
 
 /** A listening admin server. */
@@ -46,17 +46,9 @@ export interface AdminServerOptions {
 /** The paths every peer may read: probes and the scraper. Compared after the same parse the routers use. */
 const PUBLIC_PATHS: ReadonlySet<string> = new Set(['/live', '/ready', '/metrics']);
 
-const LOOPBACK = new BlockList();
-LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
-// BlockList checks IPv4-mapped IPv6 (`::ffff:127.0.0.1`, `::ffff:7f00:1`) against the IPv4 rule.
-LOOPBACK.addAddress('::1', 'ipv6');
-
 /** Whether `address` (a socket's `remoteAddress`; undefined once the socket is gone) is loopback. */
 export function isLoopbackPeer(address: string | undefined): boolean {
-  if (address === undefined) return false;
-  if (isIPv4(address)) return LOOPBACK.check(address, 'ipv4');
-  if (isIPv6(address)) return LOOPBACK.check(address, 'ipv6');
-  return false;
+  return isLoopbackAddress(address);
 }
 
 /**
@@ -87,6 +79,17 @@ function refuse(res: ServerResponse, namespace: string, port: number): void {
   res.end(r.body);
 }
 
+function refuseHost(res: ServerResponse, host: string, port: number): void {
+  const r = apiError(
+    403,
+    'FORBIDDEN',
+    `Host ${JSON.stringify(host)} does not name this machine's loopback: the API, tap and dashboard answer only ` +
+      `http://127.0.0.1:${port}, http://localhost:${port} or http://[::1]:${port} (a web page that points its own name at 127.0.0.1 must not read them)`,
+  );
+  res.writeHead(r.status, { 'content-type': r.contentType, 'cache-control': 'no-store', connection: 'close' });
+  res.end(r.body);
+}
+
 function streamRouteOf(routes: readonly AdminStreamRoute[], rawUrl: string): { route: AdminStreamRoute; url: URL } | undefined {
   if (routes.length === 0) return undefined;
   let url: URL;
@@ -112,10 +115,17 @@ export async function startAdminServer(
   const namespace = options.controlPlaneNamespace ?? '<control-plane-namespace>';
   let listeningPort = port;
   const server: Server = createServer((req, res) => {
-    // Decided on the socket's peer alone: no header (X-Forwarded-For, Host, Forwarded) is trusted.
-    if (apiFrom !== 'any' && !isPublicAdminPath(req.url ?? '/') && !isLoopbackPeer(req.socket.remoteAddress)) {
-      refuse(res, namespace, listeningPort);
-      return;
+    // Decided on the socket's peer: no header (X-Forwarded-For, Forwarded) can widen it. `Host`
+    // only narrows it, against DNS rebinding (see src/shared/loopback.ts).
+    if (apiFrom !== 'any' && !isPublicAdminPath(req.url ?? '/')) {
+      if (!isLoopbackPeer(req.socket.remoteAddress)) {
+        refuse(res, namespace, listeningPort);
+        return;
+      }
+      if (!isLoopbackHostHeader(req.headers.host)) {
+        refuseHost(res, req.headers.host ?? '', listeningPort);
+        return;
+      }
     }
     const stream = streamRouteOf(streams, req.url ?? '/');
     if (stream !== undefined) {

@@ -7,6 +7,7 @@ export * from './async-bind.js';
 export * from './backoff.js';
 export * from './errors.js';
 export * from './logger.js';
+export * from './loopback.js';
 export * from './metrics.js';
 export * from './package-root.js';
 export * from './timers.js';

@@ -131,6 +131,21 @@ describe('controller admin access', { skip }, () => {
     assert.equal((await ask('127.0.0.1', ctl.ports.admin, '/dashboard/')).status, 200);
   });
 
+  it('refuses the API to a loopback peer whose Host names another machine, as a DNS-rebinding page sends', async () => {
+    const port = ctl.ports.admin;
+    for (const path of PROTECTED) {
+      const r = await ask('127.0.0.1', port, path, { headers: { host: `rebound.example:${port}` } });
+      assert.equal(r.status, 403, `${path}: ${r.body}`);
+      const error = (JSON.parse(r.body) as { error: { code: string; message: string } }).error;
+      assert.equal(error.code, 'FORBIDDEN');
+      assert.match(error.message, /"rebound\.example:\d+" does not name this machine's loopback/);
+    }
+    assert.equal((await ask('127.0.0.1', port, '/metrics', { headers: { host: 'rebound.example' } })).status, 200);
+    assert.equal((await ask('127.0.0.1', port, '/api/v1/pods', { headers: { host: `localhost:${port}` } })).status, 200);
+    // adminApiFrom any is for the user's own authenticating proxy, which names the controller as it likes.
+    assert.equal((await ask('127.0.0.1', open.ports.admin, '/api/v1/pods', { headers: { host: 'ward.example' } })).status, 200);
+  });
+
   it('no path form, method or header gets a protected route answered to a non-loopback peer', async () => {
     const tricks: { path: string; method?: string; headers?: Record<string, string>; body?: string }[] = [
       { path: '/api/v1/pods', headers: { 'x-forwarded-for': '127.0.0.1', forwarded: 'for=127.0.0.1', 'x-real-ip': '127.0.0.1' } },

@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { cpSync, mkdtempSync, rmSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -52,6 +53,18 @@ describe('ward dashboard', { timeout: 180_000 }, () => {
         body: JSON.stringify({ to: 'deploy/web:8080', namespace: 'emojivoto', fromSa: 'bad/vote-bot', http: 'GET /api/vote' }),
       });
       assert.equal(((await explain.json()) as { decision: string }).decision, 'deny', 'a POST body goes through');
+      // The forwarder rewrites Host for the controller: a page that points its own name at
+      // 127.0.0.1 (DNS rebinding) must be refused here.
+      const u = new URL(url);
+      const rebound = await new Promise<number>((resolve, reject) => {
+        httpRequest({ host: u.hostname, port: u.port, path: '/api/v1/pods', headers: { host: `rebound.example:${u.port}` } }, (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        })
+          .on('error', reject)
+          .end();
+      });
+      assert.equal(rebound, 403);
     } finally {
       assert.equal(await fwd.stop(5000), 0);
     }

@@ -12,6 +12,7 @@ import { createServer, request as httpRequest, type IncomingMessage, type Server
 import { request as httpsRequest } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { Command } from '@commander-js/extra-typings';
+import { isLoopbackHostHeader } from '../../shared/index.js';
 import { type CliIo, EXIT, UsageError, untilStopped } from '../io.js';
 import { observeController } from './stat.js';
 
@@ -95,7 +96,15 @@ export async function runDashboard(flags: DashboardFlags, io: CliIo, signals: Ab
     if (flags.open) openBrowser(url, io);
     return EXIT.ok;
   }
-  const server = createServer((req, res) => forward(base, req, res));
+  const server = createServer((req, res) => {
+    // The forwarder rewrites Host for the controller, so it must refuse a rebinding page itself.
+    if (!isLoopbackHostHeader(req.headers.host)) {
+      res.writeHead(403, { 'content-type': 'text/plain; charset=utf-8', connection: 'close' });
+      res.end(`Host ${JSON.stringify(req.headers.host)} does not name loopback: open http://127.0.0.1:${req.socket.localPort}/dashboard/\n`);
+      return;
+    }
+    forward(base, req, res);
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', (e: NodeJS.ErrnoException) =>
       reject(e.code === 'EADDRINUSE' ? new UsageError(`--port ${port}: 127.0.0.1:${port} is in use`) : new UsageError(`--port ${port}: ${e.message}`)),
