@@ -213,6 +213,36 @@ describe('controller tap over proxies', () => {
     assert.equal(hubs.get('web-0')?.subscribers, 0);
   });
 
+  it('the denial feed keeps at most 512 characters of a path or authority, so a flood of long paths stays small', () => {
+    const feed = new DenialFeed({ view: () => view, tls: () => Promise.resolve(tls), log: silentLogger() });
+    const long = `/${'a'.repeat(4000)}`;
+    feed.record({
+      time: new Date().toISOString(),
+      namespace: 'shop',
+      pod: 'web-0',
+      workload: { kind: 'Deployment', name: 'web' },
+      port: 8080,
+      method: 'GET',
+      authority: `${'b'.repeat(3000)}.example`,
+      path: long,
+      clientAddr: '10.0.0.9',
+      clientId: null,
+      tls: false,
+      server: 'server/web',
+      route: null,
+      authz: null,
+      decision: 'deny',
+      reason: 'unauthorized request on route',
+      status: 403,
+      grpcStatus: null,
+      latencyMs: null,
+      kind: 'http403',
+      error: null,
+    });
+    const example = feed.answer({}).groups[0]?.example;
+    assert.equal(example?.path, `${long.slice(0, 512)}…`);
+  });
+
   it('the denial feed taps every pod, groups repeated denials, lists pods it cannot watch, and stops', async () => {
     const feed = new DenialFeed({ view: () => view, tls: () => Promise.resolve(tls), log: silentLogger(), resyncMs: 200 });
     try {

@@ -73,6 +73,21 @@ interface Watch {
   connected: boolean;
 }
 
+/**
+ * Longest path or authority the feed keeps. They only show in a group's example request, and a
+ * client sending denied requests with 4 KiB paths would otherwise make the full ring hold ~100 MB.
+ */
+export const DENIAL_FEED_MAX_TEXT = 512;
+
+function cut(text: string | null): string | null {
+  return text === null || text.length <= DENIAL_FEED_MAX_TEXT ? text : `${text.slice(0, DENIAL_FEED_MAX_TEXT)}…`;
+}
+
+function trimmed(e: TapEvent): TapEvent {
+  if ((e.path?.length ?? 0) <= DENIAL_FEED_MAX_TEXT && (e.authority?.length ?? 0) <= DENIAL_FEED_MAX_TEXT) return e;
+  return { ...e, path: cut(e.path), authority: cut(e.authority) };
+}
+
 /** The feed; {@link start} is idempotent, {@link stop} closes every tap. */
 export class DenialFeed {
   readonly #deps: DenialFeedDeps;
@@ -121,7 +136,8 @@ export class DenialFeed {
   }
 
   /** Records one event (the taps call it; tests may too). */
-  record(e: TapEvent): void {
+  record(event: TapEvent): void {
+    const e = trimmed(event);
     if (this.#ring.length < this.#max) this.#ring.push(e);
     else this.#ring[this.#next] = e;
     this.#next = (this.#next + 1) % this.#max;
