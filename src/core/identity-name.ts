@@ -13,6 +13,14 @@ export function serviceAccountIdentity(domain: IdentityDomain, namespace: string
   return `${serviceAccount}.${namespace}.serviceaccount.identity.${domain.controlPlaneNamespace}.${domain.trustDomain}`;
 }
 
+/** The ServiceAccount the controller runs as (`ward install`'s, in the control-plane namespace). */
+export const CONTROLLER_SERVICE_ACCOUNT = 'ward-controller';
+
+/** The controller's mesh identity: the client identity proxies' admin ports see when it scrapes and taps them. */
+export function controllerIdentity(domain: IdentityDomain): string {
+  return serviceAccountIdentity(domain, domain.controlPlaneNamespace, CONTROLLER_SERVICE_ACCOUNT);
+}
+
 /** Suffix labels matching every ServiceAccount of `namespace` (`*.<ns>.serviceaccount.identity...`). */
 export function namespaceIdentitySuffix(domain: IdentityDomain, namespace: string): string[] {
   return [namespace, 'serviceaccount', 'identity', domain.controlPlaneNamespace, ...domain.trustDomain.split('.')];

@@ -17,7 +17,7 @@
 import { type ClientRequest, request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { PeerCertificate } from 'node:tls';
-import { serviceAccountIdentity } from '../../core/index.js';
+import { CONTROLLER_SERVICE_ACCOUNT as CORE_CONTROLLER_SERVICE_ACCOUNT, controllerIdentity } from '../../core/index.js';
 import type { ClusterConfig } from '../../index/index.js';
 import { errorMessage, type Logger, MeshError } from '../../shared/index.js';
 import { type ControllerIdentity, ServerCertificate } from '../controller-identity.js';
@@ -27,7 +27,7 @@ import type { ShutdownStack } from '../shutdown-stack.js';
 export const PROXY_ADMIN_PORT = 4191;
 
 /** The ServiceAccount the controller runs as (`ward install`'s); its identity is the scraper's. */
-export const CONTROLLER_SERVICE_ACCOUNT = 'ward-controller';
+export const CONTROLLER_SERVICE_ACCOUNT = CORE_CONTROLLER_SERVICE_ACCOUNT;
 
 /** Codes of {@link ProxyAdminError}. */
 export type ProxyAdminErrorCode =
@@ -271,7 +271,7 @@ export function readProxyAdminBody(res: IncomingMessage, maxBytes: number, timeo
 
 /** The controller's identity as a client of proxies' admin servers. */
 export function controllerClientIdentity(cluster: ClusterConfig): string {
-  return serviceAccountIdentity(cluster, cluster.controlPlaneNamespace, CONTROLLER_SERVICE_ACCOUNT);
+  return controllerIdentity(cluster);
 }
 
 /** Credentials made from a certificate (kept current) and the issuer's trust anchors. */
