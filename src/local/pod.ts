@@ -8,6 +8,7 @@
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { mintToken, type ProbeSpec } from '../controller/index.js';
+import { controllerIdentity } from '../core/index.js';
 import { ADMIN_POLICY_PORT, DEFAULT_MESH_PORT, PROXY_NODE_OPTIONS } from '../proxy/index.js';
 import { NODE_ADDRESS } from './addresses.js';
 import { type DenialLog, parseDenial } from './denials.js';
@@ -219,6 +220,9 @@ export class LocalPod {
       `${p.ip}:${DEFAULT_MESH_PORT}`,
       '--admin-addr',
       `${p.ip}:${ADMIN_POLICY_PORT}`,
+      // Tap is the controller's alone (it serves the tap API and the dashboard's Tap view).
+      '--tap-identity',
+      controllerIdentity({ controlPlaneNamespace: this.#d.controlPlaneNamespace, trustDomain: this.#d.trustDomain }),
       '--outbound-addr',
       `${p.ip}:${OUTBOUND_PORT}`,
       '--localhost-networks',

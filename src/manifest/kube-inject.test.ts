@@ -151,6 +151,8 @@ describe('injectKubePod', () => {
     assert.equal(fieldOf('_pod_ip'), 'status.podIP');
     assert.equal(fieldOf('_pod_sa'), 'spec.serviceAccountName');
     assert.equal(env.find((e) => e.name === 'LINKERD2_PROXY_IDENTITY_TRUST_ANCHORS')?.value, PEM);
+    // Tap answers the controller alone, as Linkerd's injector names its tap service.
+    assert.equal(env.find((e) => e.name === 'LINKERD2_PROXY_TAP_SVC_NAME')?.value, 'ward-controller.linkerd.serviceaccount.identity.linkerd.cluster.local');
     assert.deepEqual(proxy.ports, [
       { name: 'linkerd-proxy', containerPort: 4143 },
       { name: 'linkerd-admin', containerPort: 4191 },

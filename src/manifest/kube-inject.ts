@@ -10,6 +10,7 @@
  */
 import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
+import { controllerIdentity } from '../core/index.js';
 import { ANNOTATIONS, checkPortSet } from './annotations.js';
 import { type InjectConfig, injectPod, isInjectedPod, isMeshedPod, PROXY_CONTAINER_NAME } from './inject.js';
 import type { ContainerSpec, Namespace, Pod } from './types.js';
@@ -90,6 +91,8 @@ export const IDENTITY_TOKEN_DIR = '/var/run/secrets/tokens';
 export const IDENTITY_TOKEN_AUDIENCE = 'identity.l5d.io';
 /** The environment variable that carries the trust anchors' PEM to the proxy. */
 export const TRUST_ANCHORS_ENV = 'LINKERD2_PROXY_IDENTITY_TRUST_ANCHORS';
+/** The only client identity the proxy's `/tap` answers, as Linkerd's injector names its tap service there. */
+export const TAP_IDENTITY_ENV = 'LINKERD2_PROXY_TAP_SVC_NAME';
 
 const XTABLES_VOLUME = 'linkerd-proxy-init-xtables-lock';
 const DEFAULT_CONTROLLER_PORTS = { identity: 8080, policy: 8090, destination: 8086 };
@@ -436,6 +439,11 @@ function proxyContainer(cfg: KubeInjectConfig, s: ProxySettings, inbound: readon
       fieldEnv('_pod_ip', 'status.podIP'),
       fieldEnv('_pod_sa', 'spec.serviceAccountName'),
       { name: TRUST_ANCHORS_ENV, value: cfg.trustAnchorsPem },
+      // Tap is the controller's alone (ward's tap API), as Linkerd's proxies answer only its tap service.
+      {
+        name: TAP_IDENTITY_ENV,
+        value: controllerIdentity({ controlPlaneNamespace: cfg.controlPlaneNamespace, trustDomain: cfg.trustDomain ?? 'cluster.local' }),
+      },
     ],
     ports: [
       { name: 'linkerd-proxy', containerPort: PROXY_PORTS.inbound },

@@ -2,6 +2,12 @@
  * The proxy's admin server (upstream port 4191): `/live`, `/ready`, `/metrics` (Prometheus text),
  * `/debug/policies` (JSON) and `/tap` (NDJSON of live request events, tap/tap-hub).
  *
+ * `/tap` reveals every request's path, authority and client identity, so the port-4191 policy is
+ * not enough for it (a permissive default admits any pod, even over plaintext): as upstream's
+ * proxy does with `LINKERD2_PROXY_TAP_SVC_NAME`, it is served only over mesh TLS to the one
+ * client identity `tapIdentity` names, after the policy admitted the request; anyone else gets
+ * 403, and without `tapIdentity` tap is disabled (403 for everyone).
+ *
  * Policy (POLICY-SEMANTICS §4.1): the admin port is not behind the inbound listeners; the admin
  * server applies the inbound HTTP policy of port 4191 itself. Every request — probes included —
  * is authorized with `authorizeRequest` against the port's current policy, like any inbound HTTP
@@ -99,6 +105,8 @@ export interface AdminServerOptions {
   readonly debugPolicies: () => unknown;
   /** `/tap` streams this hub's events (404 without one). */
   readonly tap?: TapHub;
+  /** The only mesh identity `/tap` answers (the controller's); without it `/tap` is refused to everyone. */
+  readonly tapIdentity?: string;
   /** This proxy's mesh identity: mesh TLS whose SNI names it is terminated (needs `tls`). */
   readonly identity?: string;
   /** The mesh TLS settings (as the inbound proxy's); read once, at `start()`. Without them (or `identity`): plaintext only. */
@@ -468,13 +476,32 @@ export class AdminServer {
     }
     if (d.level === 'http') this.#hooks.onHttpAllow?.({ port, client, decision: d, request });
     else this.#hooks.onTcpAllow?.({ port, client, decision: d });
-    this.#serve(req, res, path);
+    this.#serve(req, res, path, client);
   }
 
-  #serve(req: Request, res: Response, target: string): void {
+  /** Why `client` may not tap, or undefined when it may (its verified mesh identity is the tap identity). */
+  #tapRefusal(client: ClientInfo): string | undefined {
+    const want = this.#opts.tapIdentity;
+    if (want === undefined) return 'tap disabled: this proxy has no tap identity (LINKERD2_PROXY_TAP_SVC_NAME / --tap-identity)';
+    if (client.tls.kind !== 'established' || client.tls.clientId === undefined) return 'tap needs mesh TLS as the tap identity';
+    if (client.tls.clientId !== want) return 'tap is served to the tap identity only';
+    return undefined;
+  }
+
+  #serve(req: Request, res: Response, target: string, client: ClientInfo): void {
     const q = target.indexOf('?');
     const path = q === -1 ? target : target.slice(0, q);
     if (path === '/tap' && this.#opts.tap !== undefined && req.method === 'GET') {
+      const refusal = this.#tapRefusal(client);
+      if (refusal !== undefined) {
+        if (this.#log.isLevelEnabled('info'))
+          this.#log.info(
+            { client: formatIp(client.ip), port: ADMIN_POLICY_PORT, tls: describeTls(client.tls), method: req.method, path, reason: refusal },
+            'admin request denied',
+          );
+        res.writeHead(403, { 'content-type': TEXT }).end(`${refusal}\n`);
+        return;
+      }
       serveTap(this.#opts.tap, new URL(target, 'http://admin.invalid'), res as unknown as TapResponse);
       return;
     }

@@ -362,6 +362,7 @@ function makeAdmin(
     registry,
     debugPolicies: parts.debugPolicies,
     tap,
+    ...(opts.tapIdentity !== undefined ? { tapIdentity: opts.tapIdentity } : {}),
     // Mesh TLS to this proxy's name is terminated on the admin port too (a meshed scraper
     // connecting to it directly): its requests are authorized with the client's identity.
     identity: identityName,

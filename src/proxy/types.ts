@@ -63,6 +63,11 @@ export interface ProxyOptions {
   readonly mesh: ProxyListenAddress;
   /** The admin server (upstream 4191). */
   readonly admin: ProxyListenAddress;
+  /**
+   * The only mesh identity the admin server's `/tap` answers (upstream's `LINKERD2_PROXY_TAP_SVC_NAME`;
+   * ward's controller); without it tap is disabled.
+   */
+  readonly tapIdentity?: string;
   /** The outbound forward proxy; none when undefined. */
   readonly outbound?: ProxyOutboundOptions;
   /**

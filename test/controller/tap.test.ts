@@ -136,6 +136,7 @@ describe('controller tap over proxies', () => {
         identity: cert.identity,
         tls: new MeshTlsContext(cert, mesh.anchorsPem),
         tap: hub,
+        tapIdentity: controllerCert.identity,
         compile,
       });
       await admin.start();

@@ -11,7 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import { initIdentity } from '../../identity/index.js';
 import { bufferIo, UsageError } from '../io.js';
 import { main } from '../main.js';
-import { parseDialAddress, parseDurationFlag, parseInboundFlag, parseTuningFlags } from './proxy.js';
+import { parseDialAddress, parseDurationFlag, parseInboundFlag, parseTuningFlags, TAP_IDENTITY_ENV, tapIdentityOf } from './proxy.js';
 
 let dir: string;
 let anchors: string;
@@ -83,6 +83,25 @@ describe('ward proxy flags', () => {
       { policyDiscovery: { discoveryTimeoutMs: 2_000, discoveryIdleMs: 60_000, maxDiscoveredPorts: 0 }, metricsIdleTimeoutMs: 3_600_000 },
     );
     assert.throws(() => parseTuningFlags({ inboundDiscoveryMaxPorts: '65536' }), UsageError);
+  });
+
+  it('takes the tap identity from --tap-identity, else LINKERD2_PROXY_TAP_SVC_NAME, else none (tap disabled); refuses a non-DNS name', () => {
+    const id = 'ward-controller.linkerd.serviceaccount.identity.linkerd.cluster.local';
+    assert.equal(tapIdentityOf(undefined, {}), undefined);
+    assert.equal(tapIdentityOf(undefined, { [TAP_IDENTITY_ENV]: '' }), undefined);
+    assert.equal(tapIdentityOf(undefined, { [TAP_IDENTITY_ENV]: id }), id);
+    assert.equal(
+      tapIdentityOf('tap.linkerd-viz.serviceaccount.identity.linkerd.cluster.local', { [TAP_IDENTITY_ENV]: id }),
+      'tap.linkerd-viz.serviceaccount.identity.linkerd.cluster.local',
+    );
+    assert.throws(
+      () => tapIdentityOf('', {}),
+      (e: unknown) => e instanceof UsageError && /--tap-identity "" is not a DNS name/.test(e.message),
+    );
+    assert.throws(
+      () => tapIdentityOf(undefined, { [TAP_IDENTITY_ENV]: 'Bad Name' }),
+      (e: unknown) => e instanceof UsageError && /LINKERD2_PROXY_TAP_SVC_NAME/.test(e.message),
+    );
   });
 
   it('exits 2 with a precise message for bad flags and unreadable files', async () => {

@@ -67,6 +67,8 @@ export interface ProxyFlags {
   /** Default 127.0.0.1:4143; 0.0.0.0:4143 with `transparent`. */
   readonly meshAddr?: string;
   readonly adminAddr: string;
+  /** The only identity `/tap` answers; default: the environment variable `TAP_IDENTITY_ENV`. */
+  readonly tapIdentity?: string;
   /** `HOST:PORT` or `off`; default 127.0.0.1:4140 when `destinationAddr` is given. */
   readonly outboundAddr?: string;
   readonly destinationAddr?: string;
@@ -99,6 +101,17 @@ const collect = (value: string, previous: string[]) => [...previous, value];
 const OUTBOUND_PORT = 4140;
 /** Where an injected pod's proxy finds the trust anchors (PEM, inline), as Linkerd's proxy does. */
 export const TRUST_ANCHORS_ENV = 'LINKERD2_PROXY_IDENTITY_TRUST_ANCHORS';
+/** The only client identity the admin port's `/tap` answers, as Linkerd's injector gives its proxy the tap service's. */
+export const TAP_IDENTITY_ENV = 'LINKERD2_PROXY_TAP_SVC_NAME';
+
+/** `--tap-identity`, else `$LINKERD2_PROXY_TAP_SVC_NAME`; undefined (tap disabled) when neither is set; throws `UsageError`. */
+export function tapIdentityOf(flag: string | undefined, env: NodeJS.ProcessEnv): string | undefined {
+  const [value, source] = flag !== undefined ? [flag, '--tap-identity'] : [env[TAP_IDENTITY_ENV], `$${TAP_IDENTITY_ENV}`];
+  if (value === undefined || (flag === undefined && value === '')) return undefined;
+  if (!isDnsName(value))
+    throw new UsageError(`${source} "${value}" is not a DNS name (e.g. ward-controller.linkerd.serviceaccount.identity.linkerd.cluster.local)`);
+  return value;
+}
 
 /** Parses `--inbound POD_PORT[@LISTEN_PORT]=APPHOST:APPPORT`; throws `UsageError`. */
 export function parseInboundFlag(text: string): InboundFlag {
@@ -229,7 +242,8 @@ export function registerProxyCommand(program: Command, io: CliIo, result: { stat
     .option('--inbound <spec>', `serve a pod port (repeatable): ${INBOUND_SYNTAX}`, collect, [] as string[])
     .option('--listen-host <ip>', "the pod's address: where the inbound ports listen", '127.0.0.1')
     .option('--mesh-addr <host:port>', 'the mesh port for transport-header connections (default 127.0.0.1:4143; 0.0.0.0:4143 with --transparent)')
-    .option('--admin-addr <host:port>', 'the admin server: /live, /ready, /metrics, /debug/policies', `127.0.0.1:${ADMIN_POLICY_PORT}`)
+    .option('--admin-addr <host:port>', 'the admin server: /live, /ready, /metrics, /debug/policies, /tap', `127.0.0.1:${ADMIN_POLICY_PORT}`)
+    .option('--tap-identity <id>', `the only mesh identity /tap answers (default $${TAP_IDENTITY_ENV}; neither: tap disabled)`)
     .option('--destination-addr <host:port>', "the controller's Destination API; turns the outbound proxy on")
     .option(
       '--outbound-addr <host:port|off>',
@@ -284,6 +298,7 @@ export async function runProxy(flags: ProxyFlags, io: CliIo, signals: AbortSigna
   const transparent = flags.transparent === true;
   const mesh = parseListenAddress(flags.meshAddr ?? (transparent ? '0.0.0.0:4143' : '127.0.0.1:4143'), '--mesh-addr');
   const admin = parseListenAddress(flags.adminAddr, '--admin-addr');
+  const tapIdentity = tapIdentityOf(flags.tapIdentity, process.env);
   if (isIP(flags.listenHost) === 0) throw new UsageError(`--listen-host "${flags.listenHost}" is not an IP address`);
   const inbound = flags.inbound.map(parseInboundFlag);
   const withListenPort = flags.inbound.find((t) => t.includes('@'));
@@ -321,6 +336,7 @@ export async function runProxy(flags: ProxyFlags, io: CliIo, signals: AbortSigna
       inbound,
       mesh,
       admin,
+      ...(tapIdentity !== undefined ? { tapIdentity } : {}),
       ...(outbound !== undefined ? { outbound } : {}),
       ...(localhostNetworks !== undefined ? { localhostNetworks } : {}),
       ...(transparent ? { transparent } : {}),

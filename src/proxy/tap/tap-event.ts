@@ -6,8 +6,9 @@
  * request or response body, never another header's value.
  *
  * Why the query string is dropped: it is where tokens, API keys and signed-URL signatures travel
- * (`?access_token=`, `?sig=`), and a tap stream is readable by anyone the admin port's policy
- * admits — a wider audience than the application's own logs. Linkerd's tap shows the whole
+ * (`?access_token=`, `?sig=`), and a tap stream, though served only to the tap identity (the
+ * controller's) over mesh TLS, reaches whoever may use the controller's tap API — a wider audience
+ * than the application's own logs. Linkerd's tap shows the whole
  * `:path`; ward's shows the part routes match on, which is also what the path filter compares.
  */
 import { type ClientInfo, type Deny, type DenyKind, formatIp, type Meta, type Permit } from '../../core/index.js';

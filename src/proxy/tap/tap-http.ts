@@ -2,7 +2,8 @@
  * `GET /tap` on the admin port: the query parsed (400 with a JSON error when it is bad), a
  * subscriber opened (503 with a JSON error when the proxy serves as many taps as it may), then
  * NDJSON until the subscriber ends or the client goes away. The admin server has authorized the
- * request with the port-4191 policy before it gets here.
+ * request with the port-4191 policy and checked that the client is the tap identity over mesh TLS
+ * before it gets here.
  */
 import type { TapHub, TapSink } from './tap-hub.js';
 import { parseTapQuery, type TapQueryBounds } from './tap-query.js';

@@ -1,9 +1,11 @@
 /**
  * Tap over real sockets on 127.0.0.1: an InboundProxy in front of an HTTP/1 application and an
  * AdminServer share one TapHub, as in a running proxy. Clients connect from 127.0.0.2 so that the
- * proxy-added `default:localhost` admits nobody. The admin port's policy admits only the
- * `prometheus` identity over mesh TLS: that client taps; another identity and plaintext are
- * refused like any other admin request.
+ * proxy-added `default:localhost` admits nobody. The admin port's policy admits the `tap` and
+ * `prometheus` identities over mesh TLS, and the tap identity is `tap`'s: it taps; prometheus is
+ * admitted by the policy (its /metrics is served) but refused /tap; an identity the policy does not
+ * admit and plaintext are refused like any other admin request. Under a policy that admits
+ * everyone, plaintext still gets no tap, and a proxy without a tap identity taps nobody.
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
@@ -65,14 +67,21 @@ function webServer(voteBot: string): InboundServer {
   };
 }
 
-/** The admin port: anything from the scraper's identity. */
-function adminServer(scraper: string): InboundServer {
+/** The admin port: anything from these identities. */
+function adminServer(identities: string[]): InboundServer {
   return {
     meta: { group: 'policy.linkerd.io', kind: 'server', name: 'linkerd-admin' },
     protocol: { kind: 'detect', timeoutMs: 10_000, httpRoutes: [DEFAULT_HTTP_ROUTE] },
-    authorizations: [authzOf('admin-scraper', { kind: 'tlsAuthenticated', identities: [scraper], suffixes: [] })],
+    authorizations: [authzOf('admin-scrapers', { kind: 'tlsAuthenticated', identities, suffixes: [] })],
   };
 }
+
+/** The admin port under the `all-unauthenticated` default: anything from anyone, plaintext included. */
+const ADMIN_OPEN = compileServer({
+  meta: { group: 'policy.linkerd.io', kind: 'server', name: 'linkerd-admin' },
+  protocol: { kind: 'detect', timeoutMs: 10_000, httpRoutes: [DEFAULT_HTTP_ROUTE] },
+  authorizations: [authzOf('admin-everyone', { kind: 'unauthenticated' })],
+});
 
 interface Tap {
   readonly status: number;
@@ -92,6 +101,7 @@ describe('tap over the admin port', () => {
   let mesh: TestMesh;
   let proxyCert: WorkloadCertificate;
   let voteBot: WorkloadCertificate;
+  let tapper: WorkloadCertificate;
   let scraper: WorkloadCertificate;
   let stranger: WorkloadCertificate;
   let app: Server;
@@ -101,10 +111,15 @@ describe('tap over the admin port', () => {
   let adminPort: number;
 
   /** Opens a tap as `cert` (plaintext without one); resolves once the head arrived. */
-  function tap(query: string, cert: WorkloadCertificate | undefined): Promise<Tap> {
+  function tap(query: string, cert: WorkloadCertificate | undefined, port = adminPort): Promise<Tap> {
+    return get(`/tap?${query}`, cert, port);
+  }
+
+  /** GET `path` of the admin server on `port` as `cert` (plaintext without one); resolves once the head arrived. */
+  function get(path: string, cert: WorkloadCertificate | undefined, port: number): Promise<Tap> {
     return new Promise((resolve, reject) => {
       const tcp = () => {
-        const s = netConnect({ host: HOST, port: adminPort, localAddress: FROM });
+        const s = netConnect({ host: HOST, port, localAddress: FROM });
         s.on('error', () => {});
         return s;
       };
@@ -112,8 +127,8 @@ describe('tap over the admin port', () => {
       const req = httpRequest(
         {
           host: HOST,
-          port: adminPort,
-          path: `/tap?${query}`,
+          port,
+          path,
           createConnection: () => (ctx === undefined ? tcp() : tlsConnect({ ...ctx.clientOptions(proxyCert.identity), socket: tcp() })),
         },
         (res) => {
@@ -168,9 +183,10 @@ describe('tap over the admin port', () => {
 
   before(async () => {
     mesh = await mkTestMesh(dirs);
-    [proxyCert, voteBot, scraper, stranger] = await Promise.all([
+    [proxyCert, voteBot, tapper, scraper, stranger] = await Promise.all([
       mesh.issue('emojivoto', 'web'),
       mesh.issue('emojivoto', 'vote-bot'),
+      mesh.issue('linkerd-viz', 'tap'),
       mesh.issue('linkerd-viz', 'prometheus'),
       mesh.issue('emojivoto', 'emoji'),
     ]);
@@ -196,7 +212,7 @@ describe('tap over the admin port', () => {
     const bound = await proxy.start();
     webPort = bound.appPorts[0] as number;
     policies.set(webPort, webServer(voteBot.identity));
-    adminPolicies.set(ADMIN_POLICY_PORT, compileServer(adminServer(scraper.identity)));
+    adminPolicies.set(ADMIN_POLICY_PORT, compileServer(adminServer([tapper.identity, scraper.identity])));
     admin = new AdminServer({
       host: HOST,
       port: 0,
@@ -208,6 +224,7 @@ describe('tap over the admin port', () => {
       tls,
       metrics: metrics.hooks,
       tap: hub,
+      tapIdentity: tapper.identity,
     });
     adminPort = await admin.start();
   });
@@ -221,7 +238,7 @@ describe('tap over the admin port', () => {
   });
 
   it('streams allowed requests with their authorization and client identity, and denials with the reason; never a header value, body or query', async () => {
-    const t = await tap('max=4&seconds=60', scraper);
+    const t = await tap('max=4&seconds=60', tapper);
     assert.equal(t.status, 200);
     assert.equal(t.res.headers['content-type'], 'application/x-ndjson');
     await waitFor(() => hub.active, 'the tap to subscribe', WAIT_MS);
@@ -264,8 +281,8 @@ describe('tap over the admin port', () => {
   });
 
   it('filters denials, by path and by identity', async () => {
-    const denied = await tap('denied=true&max=2', scraper);
-    const byId = await tap(`identity=${encodeURIComponent(voteBot.identity)}&path=/api&max=1`, scraper);
+    const denied = await tap('denied=true&max=2', tapper);
+    const byId = await tap(`identity=${encodeURIComponent(voteBot.identity)}&path=/api&max=1`, tapper);
     await waitFor(() => hub.subscribers === 2, 'both taps to subscribe', WAIT_MS);
     assert.equal(await call('GET', '/open/1', undefined), 200);
     assert.equal(await call('GET', '/api/1', stranger), 403);
@@ -286,17 +303,92 @@ describe('tap over the admin port', () => {
   it('refuses a tap to identities and clients the admin policy does not admit, and bad queries with 400', async () => {
     assert.equal((await tap('max=1', stranger)).status, 403);
     assert.equal((await tap('max=1', undefined)).status, 403);
-    const bad = await tap('max=0', scraper);
+    const bad = await tap('max=0', tapper);
     await bad.done;
     assert.equal(bad.status, 400);
     assert.equal((JSON.parse(bad.lines[0] ?? '') as { error: { code: string } }).error.code, 'TAP_BAD_QUERY');
     assert.equal(hub.subscribers, 0);
   });
 
+  it('refuses a tap to another identity the admin policy admits, and still serves it /metrics', async () => {
+    const refused = await tap('max=1', scraper);
+    await refused.done;
+    assert.equal(refused.status, 403);
+    assert.match(refused.lines.join('\n'), /tap identity only/);
+    const scrape = await get('/metrics', scraper, adminPort);
+    await scrape.done;
+    assert.equal(scrape.status, 200);
+    assert.equal(hub.subscribers, 0);
+  });
+
+  it('under an admin policy that admits everyone, refuses a tap to plaintext and to other identities, not to the tap identity', async () => {
+    const open = new AdminServer({
+      host: HOST,
+      port: 0,
+      policies: { current: () => ADMIN_OPEN },
+      isReady: () => true,
+      registry,
+      debugPolicies: () => null,
+      identity: proxyCert.identity,
+      tls: new MeshTlsContext(proxyCert, mesh.anchorsPem),
+      tap: hub,
+      tapIdentity: tapper.identity,
+    });
+    const port = await open.start();
+    try {
+      const plain = await tap('max=1', undefined, port);
+      await plain.done;
+      assert.equal(plain.status, 403);
+      assert.match(plain.lines.join('\n'), /needs mesh TLS/);
+      assert.equal((await tap('max=1', stranger, port)).status, 403);
+      const scrape = await get('/metrics', undefined, port);
+      await scrape.done;
+      assert.equal(scrape.status, 200);
+      assert.equal(hub.subscribers, 0);
+      const t = await tap('max=1', tapper, port);
+      assert.equal(t.status, 200);
+      await waitFor(() => hub.active, 'the tap to subscribe', WAIT_MS);
+      assert.equal(await call('GET', '/open/granted', undefined), 200);
+      await t.done;
+      assert.deepEqual(
+        events(t).map((e) => e.path ?? e.end?.reason),
+        ['/open/granted', 'max'],
+      );
+    } finally {
+      await open.close();
+    }
+  });
+
+  it('without a tap identity, refuses every tap (tap disabled), even under an admin policy that admits everyone', async () => {
+    const noTap = new AdminServer({
+      host: HOST,
+      port: 0,
+      policies: { current: () => ADMIN_OPEN },
+      isReady: () => true,
+      registry,
+      debugPolicies: () => null,
+      identity: proxyCert.identity,
+      tls: new MeshTlsContext(proxyCert, mesh.anchorsPem),
+      tap: hub,
+    });
+    const port = await noTap.start();
+    try {
+      for (const cert of [tapper, undefined]) {
+        const t = await tap('max=1', cert, port);
+        await t.done;
+        assert.equal(t.status, 403);
+        assert.match(t.lines.join('\n'), /tap disabled/);
+      }
+      assert.equal(hub.subscribers, 0);
+    } finally {
+      await noTap.close();
+    }
+  });
+
   it('answers 503 beyond the subscriber limit, and ends every tap when a client goes away', async () => {
-    const open = await Promise.all([tap('seconds=60', scraper), tap('seconds=60', scraper), tap('seconds=60', scraper)]);
+    const open = await Promise.all([tap('seconds=60', tapper), tap('seconds=60', tapper), tap('seconds=60', tapper)]);
     await waitFor(() => hub.subscribers === 3, 'three taps', WAIT_MS);
-    const busy = await tap('seconds=60', scraper);
+    const busy = await tap('seconds=60', tapper);
     await busy.done;
     assert.equal(busy.status, 503);
     assert.equal((JSON.parse(busy.lines[0] ?? '') as { error: { code: string } }).error.code, 'TAP_BUSY');
@@ -305,7 +397,7 @@ describe('tap over the admin port', () => {
   });
 
   it('a reader that stops reading gets its events dropped, not queued, and the data path never waits', async () => {
-    const t = await tap('seconds=60&max=1000000', scraper);
+    const t = await tap('seconds=60&max=1000000', tapper);
     await waitFor(() => hub.active, 'the tap to subscribe', WAIT_MS);
     t.res.pause();
     const ip = parseIp(FROM);
@@ -343,23 +435,28 @@ describe('tap over the admin port', () => {
 });
 
 describe('tap over HTTP/2', () => {
-  it('streams to an HTTP/2 client (prior knowledge) as to an HTTP/1 one: the head first, then each event', async () => {
+  it('streams to an HTTP/2 client (mesh TLS, ALPN h2) as to an HTTP/1 one: the head first, then each event', async () => {
+    const dirs = new TempDirs();
+    const mesh = await mkTestMesh(dirs);
+    const [proxyCert, tapper] = await Promise.all([mesh.issue('emojivoto', 'web'), mesh.issue('linkerd-viz', 'tap')]);
     const hub = new TapHub();
-    const open = compileServer({
-      meta: { group: 'policy.linkerd.io', kind: 'server', name: 'linkerd-admin' },
-      protocol: { kind: 'detect', timeoutMs: 10_000, httpRoutes: [DEFAULT_HTTP_ROUTE] },
-      authorizations: [authzOf('admin-everyone', { kind: 'unauthenticated' })],
-    });
     const admin = new AdminServer({
       host: HOST,
       port: 0,
-      policies: { current: () => open },
+      policies: { current: () => ADMIN_OPEN },
       isReady: () => true,
       registry: new MetricsRegistry(),
       debugPolicies: () => null,
+      identity: proxyCert.identity,
+      tls: new MeshTlsContext(proxyCert, mesh.anchorsPem),
       tap: hub,
+      tapIdentity: tapper.identity,
     });
-    const session = http2Connect(`http://${HOST}:${await admin.start()}`);
+    const port = await admin.start();
+    const client = new MeshTlsContext(tapper, mesh.anchorsPem);
+    const session = http2Connect(`https://${HOST}:${port}`, {
+      createConnection: () => tlsConnect({ ...client.clientOptions(proxyCert.identity, ['h2']), host: HOST, port }),
+    });
     session.on('error', () => {});
     try {
       const req = session.request({ ':path': '/tap?max=2' });
@@ -395,6 +492,7 @@ describe('tap over HTTP/2', () => {
     } finally {
       session.destroy();
       await admin.close();
+      dirs.cleanup();
     }
   });
 });
