@@ -99,6 +99,19 @@ describe('e2e: ward edges and ward stat on ward up', { timeout: 240_000 }, () =>
     up = wardSpawn(['up', MESH_DIR, '--state-dir', state, ...upControllerFlags(), '--first-pod-ip', FIRST_IP], { WARD_SCRAPE_INTERVAL: '500ms' });
     await localMeshApi(up, state);
     controller = (JSON.parse(readFileSync(join(state, 'mesh.json'), 'utf8')) as { controller: string }).controller;
+    // Every pod ready (its proxy serving its policies) before any traffic: on a loaded machine the
+    // relays can answer while the server's or the locked pod's proxy is still starting.
+    await waitFor(
+      `every pod ready (ward up: ${up.stdout()}${up.stderr()})`,
+      () => {
+        const r = wardSync(['status', '--state-dir', state, '-o', 'json']);
+        if (r.status !== 0) return undefined;
+        const pods = (JSON.parse(r.stdout) as { pods: { ready: boolean }[] }).pods;
+        return pods.length > 0 && pods.every((p) => p.ready) ? true : undefined;
+      },
+      WAIT_MS,
+      200,
+    );
     // Every app answers once its pod runs.
     await waitFor(
       `the relays to answer (ward up: ${up.stdout()}${up.stderr()})`,
@@ -126,7 +139,7 @@ describe('e2e: ward edges and ward stat on ward up', { timeout: 240_000 }, () =>
       async () => {
         const t = (await api<{ targets: { pod: string; up: boolean; error?: string }[] }>('/api/v1/observe/targets')).body.targets;
         const locked = t.find((x) => x.pod.startsWith('locked-'));
-        return locked?.error !== undefined && t.filter((x) => x.up).length >= 2 ? t : undefined;
+        return locked?.error?.startsWith("denied by the pod's policy") === true && t.filter((x) => x.up).length >= 2 ? t : undefined;
       },
       WAIT_MS,
       200,
