@@ -107,6 +107,9 @@ export function run(cmd: string, args: readonly string[], opts: { stdin?: string
         resolvePromise({ code: err === null ? 0 : ((err as { code?: number }).code ?? 1), stdout, stderr });
       },
     );
+    // A command that exits without reading its input (kubectl failing fast while the API server
+    // restarts) closes the pipe: the write then fails with EPIPE, which is not the command's result.
+    child.stdin?.on('error', () => {});
     child.stdin?.end(opts.stdin ?? '');
   });
 }
