@@ -5,51 +5,18 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { clusterConfig } from '../../src/cli/cluster-config.js';
-import { bufferIo } from '../../src/cli/io.js';
-import { main } from '../../src/cli/main.js';
-import { buildWorkspace } from '../../src/cli/workspace.js';
-import { type AdminServer, startAdminServer } from '../../src/controller/index.js';
-import { serviceAccountIdentity } from '../../src/core/index.js';
+import type { AdminServer } from '../../src/controller/index.js';
 import type { PolicyTargetsResult } from '../../src/index/index.js';
-import { silentLogger } from '../../src/shared/index.js';
+import { adminServerOver, cli, rowsOf } from './authz-objects-support.js';
 
 const DIR = new URL('../../examples/emojivoto/', import.meta.url).pathname;
 const FILES = ['-f', `${DIR}app`, '-f', `${DIR}policy`];
-
-async function cli(args: string[]): Promise<{ status: number; stdout: string; stderr: string }> {
-  const io = bufferIo();
-  const status = await main(args, io);
-  return { status, stdout: io.stdout, stderr: io.stderr };
-}
-
-/** `pod:port server route` of every row of every object. */
-function rowsOf(stdout: string): string[] {
-  const r = JSON.parse(stdout) as PolicyTargetsResult;
-  return r.policies.flatMap((o) => o.appliesTo.map((x) => `${o.kind}/${o.name} ${x.pod}:${x.port} ${x.server} ${x.route ?? '*'}`));
-}
 
 describe('ward authz of policy objects', () => {
   let server: AdminServer;
   let base: string;
   before(async () => {
-    const config = clusterConfig({});
-    const ws = buildWorkspace({ paths: [`${DIR}app`, `${DIR}policy`] }, config);
-    server = await startAdminServer(
-      {
-        view: ws,
-        isReady: () => true,
-        settings: () => ({ trustDomain: config.trustDomain }),
-        files: () => [],
-        resources: () => [],
-        metrics: () => Promise.resolve({ contentType: 'text/plain; version=0.0.4', text: '' }),
-        identityOf: (ns, sa) => serviceAccountIdentity(config, ns, sa),
-      },
-      '127.0.0.1',
-      0,
-      silentLogger(),
-    );
-    base = `http://127.0.0.1:${server.port}`;
+    ({ server, base } = await adminServerOver([`${DIR}app`, `${DIR}policy`]));
   });
   after(() => server.close());
 
